@@ -1,0 +1,453 @@
+/*
+ * libddp: the communication core of data-parallel training, behind one C ABI.
+ *
+ * A program starts a process group with ddp_init(), averages its gradient
+ * tensors with ddp_allreduce_tensor_list(), broadcasts parameters and
+ * optimizer state from a root, splits its data set with ddp_shard_indices(),
+ * and ends with ddp_finalize(). The same calls serve C, Julia (ccall), Python
+ * (ctypes) and Rust (bindgen).
+ *
+ * Conventions (they hold for every function below unless its comment says
+ * otherwise):
+ *  - Every operation returns a ddp_status; DDP_OK is 0. Results come back
+ *    through out-pointers, which are written only on success.
+ *  - On failure, ddp_last_error_message() returns a sentence naming the
+ *    argument, the rank and the tensor index involved. The message is
+ *    thread-local and stays until the next failing call on that thread.
+ *  - No function aborts the process or lets an exception escape on bad input.
+ *  - Options structs begin with `struct_size`; fill them with their
+ *    ddp_*_options_init() function, then change fields. NULL means defaults.
+ *  - A ddp_comm may be used from one thread at a time (as an MPI
+ *    communicator or an NCCL communicator). Pure functions (shard arithmetic,
+ *    version and status queries) are safe from any thread.
+ *  - Collectives must be issued in the same order on every rank. Before a
+ *    collective moves data, the ranks agree that they passed the same list
+ *    (tensor count, each tensor's dtype and count, op, root); when they did
+ *    not, every rank returns DDP_ERR_MISMATCH instead of hanging or reducing
+ *    the wrong bytes. That agreement costs one 16-byte allreduce per call.
+ */
+#ifndef DDP_DDP_H
+#define DDP_DDP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DDP_VERSION_MAJOR 0
+#define DDP_VERSION_MINOR 1
+#define DDP_VERSION_PATCH 0
+/** The version as one number: major * 10000 + minor * 100 + patch. */
+#define DDP_VERSION_NUMBER \
+    (DDP_VERSION_MAJOR * 10000 + DDP_VERSION_MINOR * 100 + DDP_VERSION_PATCH)
+
+#if defined(_WIN32)
+#  if defined(DDP_BUILDING_LIBRARY)
+#    define DDP_API __declspec(dllexport)
+#  else
+#    define DDP_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#  define DDP_API __attribute__((visibility("default")))
+#else
+#  define DDP_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status codes and errors                                                   */
+/* ------------------------------------------------------------------------ */
+
+/** What a call did. Values never change once released. */
+typedef enum ddp_status {
+    DDP_OK = 0,
+    /** An argument is out of its documented range (the message names it). */
+    DDP_ERR_INVALID_ARGUMENT = 1,
+    /** Ranks passed different lists, ops or roots to the same collective. */
+    DDP_ERR_MISMATCH = 2,
+    /** The request is valid but this build or backend cannot do it. */
+    DDP_ERR_UNSUPPORTED = 3,
+    /** The communicator was finalized (or the handle is not a ddp_comm). */
+    DDP_ERR_NOT_INITIALIZED = 4,
+    /** ddp_init was called while a world communicator is still live. */
+    DDP_ERR_ALREADY_INITIALIZED = 5,
+    /** Peers did not arrive within the timeout; the communicator is broken. */
+    DDP_ERR_TIMEOUT = 6,
+    /** The backend library (MPI) reported an error; the message quotes it. */
+    DDP_ERR_BACKEND = 7,
+    /** Memory for a fusion buffer or a request could not be allocated. */
+    DDP_ERR_OUT_OF_MEMORY = 8,
+    /** An output array is smaller than the result; see ddp_shard_indices. */
+    DDP_ERR_BUFFER_TOO_SMALL = 9,
+    /** A bug in libddp; please report the message. */
+    DDP_ERR_INTERNAL = 10
+} ddp_status;
+
+/** The enum's name as a static string ("DDP_ERR_MISMATCH"); never NULL. */
+DDP_API const char* ddp_status_name(ddp_status status);
+
+/** The calling thread's last error message; "" when none. Never NULL. The
+ *  pointer stays valid until the next libddp call on this thread. */
+DDP_API const char* ddp_last_error_message(void);
+
+/** The run-time library version as DDP_VERSION_NUMBER would compute it. */
+DDP_API uint32_t ddp_version(void);
+
+/** The run-time library version as "major.minor.patch". */
+DDP_API const char* ddp_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/** Element types. Each value is (DLPack type code << 8) | bits, so a DLPack
+ *  DLDataType {code, bits, lanes=1} maps to exactly one ddp_dtype. */
+typedef enum ddp_dtype {
+    DDP_DTYPE_I8 = 0x0008,   /* kDLInt,    8 bits */
+    DDP_DTYPE_I32 = 0x0020,  /* kDLInt,   32 bits */
+    DDP_DTYPE_I64 = 0x0040,  /* kDLInt,   64 bits */
+    DDP_DTYPE_U8 = 0x0108,   /* kDLUInt,   8 bits */
+    DDP_DTYPE_F16 = 0x0210,  /* kDLFloat, 16 bits (IEEE binary16) */
+    DDP_DTYPE_F32 = 0x0220,  /* kDLFloat, 32 bits */
+    DDP_DTYPE_F64 = 0x0240,  /* kDLFloat, 64 bits */
+    DDP_DTYPE_BF16 = 0x0410  /* kDLBfloat, 16 bits */
+} ddp_dtype;
+
+/** Where a buffer lives; values equal DLPack's DLDeviceType. */
+typedef enum ddp_device_type {
+    DDP_DEVICE_CPU = 1,        /* kDLCPU */
+    DDP_DEVICE_CUDA = 2,       /* kDLCUDA: not supported in this version */
+    DDP_DEVICE_CUDA_HOST = 3,  /* kDLCUDAHost: pinned host memory, used as CPU */
+    DDP_DEVICE_ROCM = 10,      /* kDLROCM: not supported */
+    DDP_DEVICE_CUDA_MANAGED = 13 /* kDLCUDAManaged: not supported */
+} ddp_device_type;
+
+/** A contiguous buffer of `count` elements of `dtype`. `data` may be NULL
+ *  only when `count` is 0. `device_id` is ignored for CPU buffers. */
+typedef struct ddp_tensor {
+    void* data;
+    int64_t count;
+    ddp_dtype dtype;
+    ddp_device_type device_type;
+    int32_t device_id;
+} ddp_tensor;
+
+/** Reduction operations. AVG is SUM divided by the world size, defined for
+ *  floating dtypes only. Integer SUM and PROD wrap around on overflow.
+ *  f16 and bf16 reduce pairwise in single precision, rounding to nearest
+ *  even after each step. */
+typedef enum ddp_op {
+    DDP_OP_SUM = 0,
+    DDP_OP_AVG = 1,
+    DDP_OP_MIN = 2,
+    DDP_OP_MAX = 3,
+    DDP_OP_PROD = 4
+} ddp_op;
+
+/* ------------------------------------------------------------------------ */
+/* Process groups                                                            */
+/* ------------------------------------------------------------------------ */
+
+/** A process group (the world). Opaque; always used through a pointer. */
+typedef struct ddp_comm ddp_comm;
+
+/** Which transport carries the data. */
+typedef enum ddp_backend {
+    /** DDP_BACKEND from the environment, else `mpi` when the process was
+     *  started by an MPI launcher (or MPI is already initialized), else `self`. */
+    DDP_BACKEND_AUTO = 0,
+    /** One process, rank 0 of 1, no launcher; collectives leave data as is. */
+    DDP_BACKEND_SELF = 1,
+    /** Open MPI (or any MPI-3 library) on CPU buffers. */
+    DDP_BACKEND_MPI = 2,
+    /** NCCL on device buffers: not implemented in this version. */
+    DDP_BACKEND_NCCL = 3
+} ddp_backend;
+
+/** ddp_init_options.mpi_comm_fortran when no communicator is adopted. */
+#define DDP_NO_MPI_COMM ((int64_t)-1)
+
+typedef struct ddp_init_options {
+    uint32_t struct_size;      /**< sizeof(ddp_init_options) */
+    ddp_backend backend;       /**< default DDP_BACKEND_AUTO */
+    /** An existing MPI communicator's Fortran handle (MPI_Comm_c2f, or
+     *  mpi4py's comm.py2f()) to adopt instead of MPI_COMM_WORLD. libddp
+     *  duplicates it, so its own traffic never meets the caller's. The
+     *  caller keeps MPI initialized until after ddp_finalize.
+     *  Default DDP_NO_MPI_COMM. */
+    int64_t mpi_comm_fortran;
+    /** Seconds a collective waits for every rank to arrive before it returns
+     *  DDP_ERR_TIMEOUT. 0 means DDP_TIMEOUT_S from the environment, else
+     *  1800 (PyTorch's default process-group timeout). */
+    double timeout_s;
+} ddp_init_options;
+
+/** Fills `opts` with the defaults above. Returns DDP_ERR_INVALID_ARGUMENT
+ *  when `opts` is NULL. */
+DDP_API ddp_status ddp_init_options_init(ddp_init_options* opts);
+
+/**
+ * Starts the backend and returns the world communicator in `*world`.
+ *
+ * With the `mpi` backend, MPI is initialized (MPI_THREAD_MULTIPLE requested)
+ * unless it already is. Every rank learns its node-local rank by splitting
+ * the communicator by shared memory. When libddp was built with CUDA and the
+ * node has GPUs, rank `local_rank % gpu_count` is assigned to each process
+ * and made current (cudaSetDevice); otherwise ddp_device reports -1.
+ *
+ * Collective: every rank of the communicator must call it.
+ *
+ * Returns DDP_ERR_INVALID_ARGUMENT (NULL `world`, a bad options field, an
+ * unknown DDP_BACKEND value), DDP_ERR_ALREADY_INITIALIZED (a world from an
+ * earlier ddp_init is still live, or MPI was already finalized),
+ * DDP_ERR_UNSUPPORTED (backend not built in, or `nccl`; a launcher started
+ * several ranks but libddp was built without MPI), DDP_ERR_BACKEND.
+ */
+DDP_API ddp_status ddp_init(const ddp_init_options* opts, ddp_comm** world);
+
+/**
+ * Releases the communicator. Finalizes MPI only if ddp_init initialized it.
+ * Idempotent: a second call on the same handle returns DDP_OK. The handle's
+ * few bytes stay allocated so that any later call with it returns
+ * DDP_ERR_NOT_INITIALIZED rather than touching freed memory. Waits for the
+ * communicator's async requests to finish first.
+ * Collective when MPI is finalized (MPI_Finalize is).
+ * Returns DDP_ERR_INVALID_ARGUMENT for NULL, DDP_ERR_BACKEND.
+ */
+DDP_API ddp_status ddp_finalize(ddp_comm* world);
+
+/* Queries. Each returns DDP_ERR_INVALID_ARGUMENT for a NULL argument and
+ * DDP_ERR_NOT_INITIALIZED for a finalized communicator. Local. */
+
+/** This process's rank in the communicator, 0-based. */
+DDP_API ddp_status ddp_rank(const ddp_comm* comm, int32_t* rank);
+/** The number of ranks. */
+DDP_API ddp_status ddp_size(const ddp_comm* comm, int32_t* size);
+/** This process's rank among the ranks on its node, 0-based. */
+DDP_API ddp_status ddp_local_rank(const ddp_comm* comm, int32_t* local_rank);
+/** The number of ranks on this process's node. */
+DDP_API ddp_status ddp_local_size(const ddp_comm* comm, int32_t* local_size);
+/** The CUDA device assigned to this rank, or -1 when none is. */
+DDP_API ddp_status ddp_device(const ddp_comm* comm, int32_t* device_id);
+/** "self" or "mpi": a static string. */
+DDP_API ddp_status ddp_backend_name(const ddp_comm* comm, const char** name);
+
+/* ------------------------------------------------------------------------ */
+/* Collectives on tensor lists                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct ddp_allreduce_options {
+    uint32_t struct_size; /**< sizeof(ddp_allreduce_options) */
+    /** Largest fusion bucket in bytes. Tensors smaller than a quarter of it
+     *  are packed, in list order and by dtype, into buckets of at most this
+     *  size and reduced one bucket at a time; larger tensors are reduced in
+     *  place with no copy. 0 means DDP_FUSION_BYTES from the environment,
+     *  else 1 MiB (see bench/ and README for the measurements). -1 turns
+     *  fusion off: every tensor is reduced in place by itself. */
+    int64_t fusion_bytes;
+} ddp_allreduce_options;
+
+/** Fills `opts` with the defaults. DDP_ERR_INVALID_ARGUMENT for NULL. */
+DDP_API ddp_status ddp_allreduce_options_init(ddp_allreduce_options* opts);
+
+/**
+ * Reduces `n` tensors in place across all ranks with `op`: afterwards every
+ * rank holds the same result in every tensor.
+ *
+ * `tensors` may be NULL only when `n` is 0; the list may be empty and
+ * tensors may have count 0. Integer dtypes with DDP_OP_AVG are rejected.
+ * Collective. Returns DDP_ERR_INVALID_ARGUMENT (naming the tensor index and
+ * field), DDP_ERR_UNSUPPORTED (device buffers), DDP_ERR_MISMATCH (ranks
+ * disagree; the message names both ranks and the first differing tensor),
+ * DDP_ERR_NOT_INITIALIZED, DDP_ERR_TIMEOUT, DDP_ERR_BACKEND,
+ * DDP_ERR_OUT_OF_MEMORY.
+ */
+DDP_API ddp_status ddp_allreduce_tensor_list(ddp_comm* comm, const ddp_tensor* tensors,
+                                             int64_t n, ddp_op op,
+                                             const ddp_allreduce_options* opts);
+
+/** An operation in flight. Opaque. */
+typedef struct ddp_request ddp_request;
+
+/**
+ * Starts ddp_allreduce_tensor_list and returns at once; a background thread
+ * of the communicator carries it out while the caller computes. The
+ * `tensors` array itself is copied and may be freed on return; the buffers
+ * it points to must stay alive and untouched until the request completes.
+ * Requests complete in the order they were started, and a blocking
+ * collective on the same communicator waits for those before it.
+ * Argument errors are reported here; errors of the operation itself
+ * (mismatch, timeout, backend) are reported by ddp_request_wait/test.
+ * Needs MPI_THREAD_SERIALIZED or better when the backend is MPI
+ * (DDP_ERR_UNSUPPORTED otherwise).
+ */
+DDP_API ddp_status ddp_allreduce_tensor_list_async(ddp_comm* comm, const ddp_tensor* tensors,
+                                                   int64_t n, ddp_op op,
+                                                   const ddp_allreduce_options* opts,
+                                                   ddp_request** request);
+
+/** Blocks until the request completes and returns its status (its message
+ *  in ddp_last_error_message on this thread). Waiting again returns the same
+ *  status. The request still needs ddp_request_free. */
+DDP_API ddp_status ddp_request_wait(ddp_request* request);
+
+/** Sets `*done` to 1 when the request has completed and returns its status,
+ *  else sets 0 and returns DDP_OK. Never blocks. */
+DDP_API ddp_status ddp_request_test(ddp_request* request, int32_t* done);
+
+/** Waits for the request if it is still running, then frees it. NULL is a
+ *  no-op returning DDP_OK. Returns the request's status. */
+DDP_API ddp_status ddp_request_free(ddp_request* request);
+
+/**
+ * Copies root's tensors into every other rank's tensors (parameters at the
+ * start of training). Small tensors travel fused, as in allreduce.
+ * Collective. Returns DDP_ERR_INVALID_ARGUMENT (root out of [0, size), a
+ * bad tensor), DDP_ERR_MISMATCH, and the errors of allreduce.
+ */
+DDP_API ddp_status ddp_broadcast_tensor_list(ddp_comm* comm, const ddp_tensor* tensors,
+                                             int64_t n, int32_t root);
+
+/**
+ * Reduces every rank's tensors into root's tensors with `op`; other ranks'
+ * tensors are left unchanged. Errors as ddp_broadcast_tensor_list plus the
+ * op checks of allreduce.
+ */
+DDP_API ddp_status ddp_reduce_tensor_list(ddp_comm* comm, const ddp_tensor* tensors,
+                                          int64_t n, ddp_op op, int32_t root);
+
+/**
+ * Makes every rank's optimizer state equal root's: `n` leaf tensors (moment
+ * estimates) and `n_scalars` doubles (step counts, learning rates).
+ * First checks that every rank holds the same structure (leaf count, each
+ * leaf's dtype and count, scalar count); on any difference every rank
+ * returns DDP_ERR_MISMATCH naming the first differing leaf and both ranks,
+ * and nothing is overwritten. `scalars` may be NULL only when `n_scalars`
+ * is 0. Collective.
+ */
+DDP_API ddp_status ddp_sync_optimizer_state(ddp_comm* comm, const ddp_tensor* leaves,
+                                            int64_t n, double* scalars, int64_t n_scalars,
+                                            int32_t root);
+
+/**
+ * Sets `*identical` to 1 when every tensor holds the same bytes on every
+ * rank, else 0 and ddp_last_error_message() names the first differing
+ * tensor and two ranks that differ (the call still returns DDP_OK).
+ * Compares 64-bit hashes of each tensor's bytes; a difference is reported
+ * on every rank. Collective; the list structure is checked first, as for
+ * allreduce.
+ */
+DDP_API ddp_status ddp_check_replicas(ddp_comm* comm, const ddp_tensor* tensors, int64_t n,
+                                      int32_t* identical);
+
+/** Returns when every rank has called it. Collective. */
+DDP_API ddp_status ddp_barrier(ddp_comm* comm);
+
+/* ------------------------------------------------------------------------ */
+/* Logging                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/** Levels; the numbers equal Python's logging levels. */
+typedef enum ddp_log_level {
+    DDP_LOG_DEBUG = 10,
+    DDP_LOG_INFO = 20,
+    DDP_LOG_WARN = 30,
+    DDP_LOG_ERROR = 40
+} ddp_log_level;
+
+/** Receives each log line, prefix included, without a trailing newline. */
+typedef void (*ddp_log_callback)(int32_t level, const char* line, void* user);
+
+/**
+ * Writes `[ddp RANK/SIZE HH:MM:SS.mmm] msg` (RANK 0-based, local time) to
+ * stderr, or hands it to the callback, when `level` is at least the
+ * threshold: DDP_LOG_LEVEL from the environment (debug, info, warn, error,
+ * off, or a number), default info. Local: each rank logs its own line.
+ * Returns DDP_ERR_INVALID_ARGUMENT for a NULL comm or msg or an unknown
+ * level, DDP_ERR_NOT_INITIALIZED.
+ */
+DDP_API ddp_status ddp_log(const ddp_comm* comm, ddp_log_level level, const char* msg);
+
+/** Routes every log line (libddp's own too) to `fn`, called with `user`;
+ *  NULL restores stderr. Process-wide; thread-safe. Never fails. */
+DDP_API ddp_status ddp_set_log_callback(ddp_log_callback fn, void* user);
+
+/* ------------------------------------------------------------------------ */
+/* Data set sharding (pure: no communicator, no init needed)                 */
+/* ------------------------------------------------------------------------ */
+
+typedef enum ddp_shard_strategy {
+    /** Rank r takes items r, r + world, r + 2*world, ... of the order
+     *  (torch.utils.data.DistributedSampler). */
+    DDP_SHARD_STRIDED = 0,
+    /** Rank r takes the r-th contiguous block of the order
+     *  (FluxMPI's DistributedDataContainer). */
+    DDP_SHARD_CONTIGUOUS = 1
+} ddp_shard_strategy;
+
+typedef struct ddp_shard_options {
+    uint32_t struct_size;        /**< sizeof(ddp_shard_options) */
+    int32_t shuffle;             /**< 1: permute by (seed, epoch); default 1 */
+    uint64_t seed;               /**< default 0 */
+    uint64_t epoch;              /**< default 0; change it every epoch */
+    /** 1: drop the tail so every rank gets floor(n / world) items;
+     *  0: pad by wrapping around to ceil(n / world) items. Default 0. */
+    int32_t drop_last;
+    ddp_shard_strategy strategy; /**< default DDP_SHARD_STRIDED */
+} ddp_shard_options;
+
+/** Fills `opts` with the defaults. DDP_ERR_INVALID_ARGUMENT for NULL. */
+DDP_API ddp_status ddp_shard_options_init(ddp_shard_options* opts);
+
+/**
+ * The number of items every rank gets: ceil(n_items / world), or
+ * floor(n_items / world) with drop_last (0 when n_items is 0).
+ * DDP_ERR_INVALID_ARGUMENT for n_items < 0, world < 1, NULL count, or a
+ * bad options field.
+ */
+DDP_API ddp_status ddp_shard_count(int64_t n_items, int32_t world,
+                                   const ddp_shard_options* opts, int64_t* count);
+
+/**
+ * Writes the 0-based indices of the items rank `rank` owns into `out` and
+ * their number into `*count`. Every rank gets the same count, so no rank
+ * runs an extra batch. `out` may be NULL when the count is 0.
+ * Returns DDP_ERR_BUFFER_TOO_SMALL (with `*count` set to the count needed)
+ * when `capacity` is smaller than the count, and DDP_ERR_INVALID_ARGUMENT
+ * for rank outside [0, world) and the cases of ddp_shard_count.
+ *
+ * The order, exactly, so that every language gets the same shard:
+ *  1. order = [0, 1, ..., n_items - 1].
+ *  2. If shuffle: a SplitMix64 generator with 64-bit wrap-around state
+ *       state = seed XOR (epoch * 0xD1B54A32D192ED03)
+ *     whose next() is
+ *       state += 0x9E3779B97F4A7C15; z = state;
+ *       z = (z XOR (z >> 30)) * 0xBF58476D1CE4E5B9;
+ *       z = (z XOR (z >> 27)) * 0x94D049BB133111EB;
+ *       return z XOR (z >> 31);
+ *     drives a Fisher-Yates shuffle: for i = n_items - 1 down to 1,
+ *       j = next() mod (i + 1); swap order[i] and order[j].
+ *  3. per_rank = the count above; total = per_rank * world. With drop_last
+ *     order is cut to its first total items; without, it is extended to
+ *     total items by repeating itself from its start (order[k mod n_items]).
+ *  4. STRIDED: rank r takes order[r + k * world] for k = 0 .. per_rank-1.
+ *     CONTIGUOUS: rank r takes order[r * per_rank + k].
+ *
+ * Test vectors (n_items = 10, world = 3, seed = 42, shuffle):
+ *   order, epoch 0:      0 9 5 8 6 4 7 2 1 3
+ *   order, epoch 1:      7 5 8 0 9 6 2 1 4 3
+ *   strided, epoch 0:    rank 0: 0 8 7 3   rank 1: 9 6 2 0   rank 2: 5 4 1 9
+ *   contiguous, rank 1:  6 4 7 2
+ *   drop_last, strided, rank 2: 5 4 1
+ *   without shuffle, strided, rank 1: 1 4 7 0
+ */
+DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t world,
+                                     const ddp_shard_options* opts, int64_t* out,
+                                     int64_t capacity, int64_t* count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DDP_DDP_H */

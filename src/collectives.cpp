@@ -1,0 +1,172 @@
+#include "collectives.hpp"
+
+#include <cstring>
+
+#include "agreement.hpp"
+#include "dtype.hpp"
+#include "elementwise.hpp"
+#include "env.hpp"
+#include "hash.hpp"
+
+namespace ddp {
+
+namespace {
+
+size_t byte_size(const ddp_tensor& tensor) {
+    return static_cast<size_t>(tensor.count) * element_size(tensor.dtype);
+}
+
+// Copies the members of a fused step into the bucket, back to back.
+void pack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors,
+          std::byte* bucket) {
+    for (int64_t index : plan.members_of(step)) {
+        const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
+        std::memcpy(bucket, tensor.data, byte_size(tensor));
+        bucket += byte_size(tensor);
+    }
+}
+
+// Copies the bucket back into the members, dividing by `divisor` for AVG.
+void unpack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors,
+            const std::byte* bucket, double divisor) {
+    for (int64_t index : plan.members_of(step)) {
+        const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
+        if (divisor != 1.0)
+            divide_copy(tensor.data, bucket, tensor.count, tensor.dtype, divisor);
+        else
+            std::memcpy(tensor.data, bucket, byte_size(tensor));
+        bucket += byte_size(tensor);
+    }
+}
+
+// Runs `step_call(data, elements, dtype)` for every plan step, on the bucket
+// for fused steps (packing before when `pack_before`, unpacking after when
+// `unpack_after`) and on the tensor itself otherwise.
+template <typename StepCall>
+void run_plan(Communicator& comm, const FusionPlan& plan, std::span<const ddp_tensor> tensors,
+              bool pack_before, bool unpack_after, double divisor, StepCall step_call) {
+    std::byte* bucket = comm.fusion_buffer(static_cast<size_t>(plan.largest_bucket_bytes)).data();
+    for (const PlanStep& step : plan.steps) {
+        if (step.fused) {
+            if (pack_before) pack(plan, step, tensors, bucket);
+            step_call(static_cast<void*>(bucket), step.elements, step.dtype);
+            if (unpack_after) unpack(plan, step, tensors, bucket, divisor);
+        } else {
+            const ddp_tensor& tensor = tensors[static_cast<size_t>(plan.members_of(step)[0])];
+            step_call(tensor.data, tensor.count, tensor.dtype);
+            if (unpack_after && divisor != 1.0)
+                divide_copy(tensor.data, tensor.data, tensor.count, tensor.dtype, divisor);
+        }
+    }
+}
+
+ddp_op transport_op(ddp_op op) { return op == DDP_OP_AVG ? DDP_OP_SUM : op; }
+
+double avg_divisor(const Communicator& comm, ddp_op op) {
+    return op == DDP_OP_AVG ? static_cast<double>(comm.transport().size()) : 1.0;
+}
+
+}  // namespace
+
+int64_t effective_fusion_bytes(int64_t from_options) {
+    if (from_options != 0) return from_options;
+    return env_bytes("DDP_FUSION_BYTES").value_or(default_fusion_bytes);
+}
+
+void allreduce_list(Communicator& comm, std::span<const ddp_tensor> tensors, ddp_op op,
+                    int64_t fusion_bytes) {
+    Transport& transport = comm.transport();
+    const uint64_t key = agree(transport,
+                               CallDescription{CollectiveKind::allreduce, op, 0, fusion_bytes, 0, tensors},
+                               comm.deadline());
+    if (transport.size() == 1) return;  // the sum, min, max, product and mean of one value
+    const FusionPlan& plan = comm.plan(key, tensors, policy_for_bucket_bytes(fusion_bytes));
+    run_plan(comm, plan, tensors, true, true, avg_divisor(comm, op),
+             [&](void* data, int64_t count, ddp_dtype dtype) {
+                 transport.allreduce(data, count, dtype, transport_op(op));
+             });
+}
+
+void broadcast_list(Communicator& comm, std::span<const ddp_tensor> tensors, int root) {
+    Transport& transport = comm.transport();
+    const int64_t fusion_bytes = effective_fusion_bytes(0);
+    const uint64_t key = agree(
+        transport, CallDescription{CollectiveKind::broadcast, DDP_OP_SUM, root, fusion_bytes, 0, tensors},
+        comm.deadline());
+    if (transport.size() == 1) return;
+    const bool is_root = transport.rank() == root;
+    const FusionPlan& plan = comm.plan(key, tensors, policy_for_bucket_bytes(fusion_bytes));
+    run_plan(comm, plan, tensors, is_root, !is_root, 1.0,
+             [&](void* data, int64_t count, ddp_dtype dtype) {
+                 transport.broadcast(data, count * static_cast<int64_t>(element_size(dtype)), root);
+             });
+}
+
+void reduce_list(Communicator& comm, std::span<const ddp_tensor> tensors, ddp_op op, int root) {
+    Transport& transport = comm.transport();
+    const int64_t fusion_bytes = effective_fusion_bytes(0);
+    const uint64_t key = agree(
+        transport, CallDescription{CollectiveKind::reduce, op, root, fusion_bytes, 0, tensors},
+        comm.deadline());
+    if (transport.size() == 1) return;
+    const bool is_root = transport.rank() == root;
+    const FusionPlan& plan = comm.plan(key, tensors, policy_for_bucket_bytes(fusion_bytes));
+    run_plan(comm, plan, tensors, true, is_root, avg_divisor(comm, op),
+             [&](void* data, int64_t count, ddp_dtype dtype) {
+                 transport.reduce(data, count, dtype, transport_op(op), root);
+             });
+}
+
+void sync_optimizer_state(Communicator& comm, std::span<const ddp_tensor> leaves,
+                          std::span<double> scalars, int root) {
+    Transport& transport = comm.transport();
+    const int64_t fusion_bytes = effective_fusion_bytes(0);
+    const auto n_scalars = static_cast<int64_t>(scalars.size());
+    const uint64_t key = agree(transport,
+                               CallDescription{CollectiveKind::sync_optimizer_state, DDP_OP_SUM, root,
+                                               fusion_bytes, n_scalars, leaves},
+                               comm.deadline());
+    if (transport.size() == 1) return;
+    const bool is_root = transport.rank() == root;
+    const FusionPlan& plan = comm.plan(key, leaves, policy_for_bucket_bytes(fusion_bytes));
+    run_plan(comm, plan, leaves, is_root, !is_root, 1.0,
+             [&](void* data, int64_t count, ddp_dtype dtype) {
+                 transport.broadcast(data, count * static_cast<int64_t>(element_size(dtype)), root);
+             });
+    if (!scalars.empty())
+        transport.broadcast(scalars.data(), n_scalars * static_cast<int64_t>(sizeof(double)), root);
+}
+
+bool check_replicas(Communicator& comm, std::span<const ddp_tensor> tensors, std::string& difference) {
+    Transport& transport = comm.transport();
+    agree(transport, CallDescription{CollectiveKind::check_replicas, DDP_OP_SUM, 0, 0, 0, tensors},
+          comm.deadline());
+    // (max hash, ~min hash) per tensor: equal on every rank iff max == min.
+    std::vector<uint64_t> extremes(2 * tensors.size());
+    std::vector<uint64_t> hashes(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        hashes[i] = hash_bytes(tensors[i].data, byte_size(tensors[i]));
+        extremes[2 * i] = hashes[i];
+        extremes[2 * i + 1] = ~hashes[i];
+    }
+    transport.max_u64(extremes, comm.deadline());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        if (extremes[2 * i] == ~extremes[2 * i + 1]) continue;
+        const uint64_t mine = hashes[i];
+        const auto all = transport.allgather_u64(std::span(&mine, 1));
+        size_t other = 1;
+        while (other < all.size() && all[other][0] == all[0][0]) ++other;
+        difference = "check_replicas: tensor " + std::to_string(i) + " (" +
+                     dtype_name(tensors[i].dtype) + "[" + std::to_string(tensors[i].count) +
+                     "]) differs between rank 0 and rank " + std::to_string(other);
+        return false;
+    }
+    return true;
+}
+
+void barrier(Communicator& comm) {
+    // Agreement needs every rank's contribution, so it is itself a barrier.
+    agree(comm.transport(), CallDescription{CollectiveKind::barrier, DDP_OP_SUM, 0, 0, 0, {}}, comm.deadline());
+}
+
+}  // namespace ddp

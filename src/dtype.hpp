@@ -1,0 +1,21 @@
+// Facts about ddp_dtype and ddp_op values: validity, sizes, names.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "ddp/ddp.h"
+
+namespace ddp {
+
+bool is_valid_dtype(int value);
+bool is_floating(ddp_dtype dtype);
+size_t element_size(ddp_dtype dtype);
+/// "f32", "bf16", ...; "dtype 0x123" for values outside the enum.
+std::string dtype_name(int value);
+
+bool is_valid_op(int value);
+/// "SUM", "AVG", ...; "op 7" for values outside the enum.
+std::string op_name(int value);
+
+}  // namespace ddp

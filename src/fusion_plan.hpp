@@ -1,0 +1,47 @@
+// Decides how a tensor list travels: which tensors are packed together into
+// fusion buckets (saving per-call latency) and which are reduced in place
+// (saving the copy's memory bandwidth). Every rank computes the same plan
+// from the same list, so the plan itself never crosses the wire.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ddp/ddp.h"
+
+namespace ddp {
+
+struct FusionPolicy {
+    /// Largest bucket in bytes; <= 0 turns fusion off.
+    int64_t bucket_bytes;
+    /// Tensors with fewer bytes than this are fused; the others go in place.
+    int64_t small_bytes;
+};
+
+/// The policy libddp uses for a given bucket size (see fusion_plan.cpp).
+FusionPolicy policy_for_bucket_bytes(int64_t bucket_bytes);
+
+/// One backend call: a bucket of several tensors, or one tensor in place.
+struct PlanStep {
+    ddp_dtype dtype;
+    bool fused;
+    int64_t elements;      ///< total elements moved by this step
+    size_t first_member;   ///< range in FusionPlan::members
+    size_t member_count;
+};
+
+struct FusionPlan {
+    std::vector<PlanStep> steps;
+    std::vector<int64_t> members;  ///< tensor indices, grouped by step
+    int64_t largest_bucket_bytes = 0;
+
+    std::span<const int64_t> members_of(const PlanStep& step) const {
+        return {members.data() + step.first_member, step.member_count};
+    }
+};
+
+/// Plans a validated list. Empty tensors get no step.
+FusionPlan plan_fusion(std::span<const ddp_tensor> tensors, const FusionPolicy& policy);
+
+}  // namespace ddp

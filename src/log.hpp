@@ -1,0 +1,18 @@
+// Rank-prefixed log lines to stderr or to the user's callback.
+#pragma once
+
+#include <string>
+
+#include "ddp/ddp.h"
+
+namespace ddp {
+
+bool is_valid_log_level(int level);
+
+/// Writes "[ddp RANK/SIZE HH:MM:SS.mmm] message" when level passes the
+/// DDP_LOG_LEVEL threshold (read once per process).
+void log_line(int rank, int size, int level, const std::string& message);
+
+void set_log_callback(ddp_log_callback callback, void* user);
+
+}  // namespace ddp

@@ -1,0 +1,80 @@
+#include "validate.hpp"
+
+#include <limits>
+
+#include "dtype.hpp"
+
+namespace ddp {
+
+namespace {
+
+void check_device(const ddp_tensor& tensor, const std::string& where) {
+    switch (static_cast<int>(tensor.device_type)) {
+    case DDP_DEVICE_CPU:
+    case DDP_DEVICE_CUDA_HOST:
+        return;
+    case DDP_DEVICE_CUDA:
+    case DDP_DEVICE_CUDA_MANAGED:
+    case DDP_DEVICE_ROCM:
+        fail(DDP_ERR_UNSUPPORTED,
+             where + " is a GPU buffer (device_type " + std::to_string(tensor.device_type) +
+                 ", device " + std::to_string(tensor.device_id) +
+                 "): this version of libddp reduces CPU buffers only; copy it to the host first");
+    default:
+        fail(DDP_ERR_INVALID_ARGUMENT, where + ".device_type " + std::to_string(tensor.device_type) +
+                                           " is not a ddp_device_type");
+    }
+}
+
+}  // namespace
+
+std::span<const ddp_tensor> checked_tensor_list(const ddp_tensor* tensors, int64_t n, const char* what) {
+    if (n < 0)
+        fail(DDP_ERR_INVALID_ARGUMENT,
+             "the number of " + std::string(what) + " is " + std::to_string(n) + "; it must be >= 0");
+    if (n > 0 && tensors == nullptr)
+        fail(DDP_ERR_INVALID_ARGUMENT,
+             std::string(what) + " is NULL but its length is " + std::to_string(n));
+    std::span<const ddp_tensor> list(tensors, static_cast<size_t>(n));
+    for (size_t i = 0; i < list.size(); ++i) {
+        const ddp_tensor& tensor = list[i];
+        const std::string where = std::string(what) + "[" + std::to_string(i) + "]";
+        if (!is_valid_dtype(tensor.dtype))
+            fail(DDP_ERR_INVALID_ARGUMENT, where + ".dtype " + dtype_name(tensor.dtype) +
+                                               " is not a ddp_dtype");
+        if (tensor.count < 0)
+            fail(DDP_ERR_INVALID_ARGUMENT,
+                 where + ".count is " + std::to_string(tensor.count) + "; it must be >= 0");
+        if (tensor.count > std::numeric_limits<int64_t>::max() / 8)
+            fail(DDP_ERR_INVALID_ARGUMENT, where + ".count " + std::to_string(tensor.count) +
+                                               " is too large to address in bytes");
+        if (tensor.count > 0 && tensor.data == nullptr)
+            fail(DDP_ERR_INVALID_ARGUMENT,
+                 where + ".data is NULL but its count is " + std::to_string(tensor.count));
+        check_device(tensor, where);
+    }
+    return list;
+}
+
+ddp_op checked_op(int op, std::span<const ddp_tensor> tensors) {
+    if (!is_valid_op(op))
+        fail(DDP_ERR_INVALID_ARGUMENT, "op " + std::to_string(op) + " is not a ddp_op");
+    if (op == DDP_OP_AVG) {
+        for (size_t i = 0; i < tensors.size(); ++i)
+            if (!is_floating(tensors[i].dtype))
+                fail(DDP_ERR_INVALID_ARGUMENT, "op AVG needs floating tensors but tensors[" +
+                                                   std::to_string(i) + "] is " +
+                                                   dtype_name(tensors[i].dtype) +
+                                                   " (use SUM and divide, or convert)");
+    }
+    return static_cast<ddp_op>(op);
+}
+
+int32_t checked_root(int32_t root, int size) {
+    if (root < 0 || root >= size)
+        fail(DDP_ERR_INVALID_ARGUMENT, "root is " + std::to_string(root) +
+                                           "; it must be in [0, " + std::to_string(size) + ")");
+    return root;
+}
+
+}  // namespace ddp

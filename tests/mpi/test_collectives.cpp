@@ -1,0 +1,388 @@
+// Every collective on real MPI ranks (run under mpirun with 1 to 4 ranks
+// over shared memory and over TCP), checked against a serial reference that
+// the test computes from what every rank contributed.
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "half.hpp"
+#include "mpi_test_main.hpp"
+
+using mpi_test::message;
+using mpi_test::rank;
+using mpi_test::size;
+using mpi_test::world;
+
+namespace {
+
+const ddp_dtype all_dtypes[] = {DDP_DTYPE_I8,  DDP_DTYPE_I32, DDP_DTYPE_I64, DDP_DTYPE_U8,
+                                DDP_DTYPE_F16, DDP_DTYPE_F32, DDP_DTYPE_F64, DDP_DTYPE_BF16};
+const ddp_op all_ops[] = {DDP_OP_SUM, DDP_OP_AVG, DDP_OP_MIN, DDP_OP_MAX, DDP_OP_PROD};
+
+size_t width(ddp_dtype dtype) { return (static_cast<unsigned>(dtype) & 0xffu) / 8; }
+bool floating(ddp_dtype d) {
+    return d == DDP_DTYPE_F16 || d == DDP_DTYPE_BF16 || d == DDP_DTYPE_F32 || d == DDP_DTYPE_F64;
+}
+
+// Small integers, exact in every dtype, whose products over 4 ranks fit i8.
+double value(int r, int64_t i, ddp_dtype dtype) {
+    if (dtype == DDP_DTYPE_U8) return static_cast<double>((r * 7 + i * 3) % 4);
+    return static_cast<double>((r * 7 + i * 3) % 7 - 3);
+}
+
+void store(void* data, int64_t i, ddp_dtype dtype, double v) {
+    switch (dtype) {
+    case DDP_DTYPE_I8: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(v); break;
+    case DDP_DTYPE_U8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(v); break;
+    case DDP_DTYPE_I32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v); break;
+    case DDP_DTYPE_I64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v); break;
+    case DDP_DTYPE_F32: static_cast<float*>(data)[i] = static_cast<float>(v); break;
+    case DDP_DTYPE_F64: static_cast<double*>(data)[i] = v; break;
+    case DDP_DTYPE_F16: static_cast<uint16_t*>(data)[i] = ddp::float_to_f16(static_cast<float>(v)); break;
+    case DDP_DTYPE_BF16: static_cast<uint16_t*>(data)[i] = ddp::float_to_bf16(static_cast<float>(v)); break;
+    }
+}
+
+double load(const void* data, int64_t i, ddp_dtype dtype) {
+    switch (dtype) {
+    case DDP_DTYPE_I8: return static_cast<const int8_t*>(data)[i];
+    case DDP_DTYPE_U8: return static_cast<const uint8_t*>(data)[i];
+    case DDP_DTYPE_I32: return static_cast<const int32_t*>(data)[i];
+    case DDP_DTYPE_I64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+    case DDP_DTYPE_F32: return static_cast<const float*>(data)[i];
+    case DDP_DTYPE_F64: return static_cast<const double*>(data)[i];
+    case DDP_DTYPE_F16: return ddp::f16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DDP_DTYPE_BF16: return ddp::bf16_to_float(static_cast<const uint16_t*>(data)[i]);
+    }
+    return 0;
+}
+
+double reference(ddp_op op, int64_t i, ddp_dtype dtype) {
+    double result = value(0, i, dtype);
+    for (int r = 1; r < size; ++r) {
+        const double v = value(r, i, dtype);
+        switch (op) {
+        case DDP_OP_SUM: case DDP_OP_AVG: result += v; break;
+        case DDP_OP_MIN: result = std::min(result, v); break;
+        case DDP_OP_MAX: result = std::max(result, v); break;
+        case DDP_OP_PROD: result *= v; break;
+        }
+    }
+    return op == DDP_OP_AVG ? result / size : result;
+}
+
+double tolerance(ddp_dtype dtype, double expected) {
+    switch (dtype) {
+    case DDP_DTYPE_F16: return 1e-3 * std::max(1.0, std::abs(expected));
+    case DDP_DTYPE_BF16: return 8e-3 * std::max(1.0, std::abs(expected));
+    case DDP_DTYPE_F32: return 1e-6 * std::max(1.0, std::abs(expected));
+    default: return 1e-12;
+    }
+}
+
+// A list of tensors of one dtype, owning its buffers.
+struct TensorList {
+    std::vector<std::vector<unsigned char>> buffers;
+    std::vector<ddp_tensor> tensors;
+
+    TensorList(ddp_dtype dtype, const std::vector<int64_t>& counts) {
+        for (int64_t count : counts) buffers.emplace_back(static_cast<size_t>(count) * width(dtype));
+        for (size_t t = 0; t < counts.size(); ++t)
+            tensors.push_back({counts[t] ? buffers[t].data() : nullptr, counts[t], dtype, DDP_DEVICE_CPU, 0});
+    }
+    // Rank r's contribution; `offset` distinguishes tensors of one list.
+    void fill(int r) {
+        for (size_t t = 0; t < tensors.size(); ++t)
+            for (int64_t i = 0; i < tensors[t].count; ++i)
+                store(tensors[t].data, i, tensors[t].dtype, value(r, i + static_cast<int64_t>(t), tensors[t].dtype));
+    }
+    int64_t n() const { return static_cast<int64_t>(tensors.size()); }
+};
+
+// Odd sizes, empty tensors, and tensors larger than the default fusion size.
+const std::vector<int64_t> mixed_counts = {1, 0, 3, 17, 1000, 0, 20011, 300007};
+
+void expect_reduced(const TensorList& list, ddp_op op, const char* what) {
+    for (size_t t = 0; t < list.tensors.size(); ++t) {
+        const ddp_tensor& tensor = list.tensors[t];
+        for (int64_t i = 0; i < tensor.count; ++i) {
+            const double expected = reference(op, i + static_cast<int64_t>(t), tensor.dtype);
+            const double got = load(tensor.data, i, tensor.dtype);
+            if (std::abs(got - expected) > tolerance(tensor.dtype, expected)) {
+                ADD_FAILURE() << what << ": rank " << rank << " tensor " << t << "[" << i << "] is " << got
+                              << ", expected " << expected;
+                return;
+            }
+        }
+    }
+}
+
+TEST(Queries, MatchTheLauncher) {
+    int32_t local_rank = -1, local_size = -1;
+    ASSERT_EQ(ddp_local_rank(world, &local_rank), DDP_OK);
+    ASSERT_EQ(ddp_local_size(world, &local_size), DDP_OK);
+    EXPECT_EQ(local_size, size);  // every rank of these tests runs on this node
+    EXPECT_EQ(local_rank, rank);
+    const char* name = nullptr;
+    ASSERT_EQ(ddp_backend_name(world, &name), DDP_OK);
+    EXPECT_STREQ(name, "mpi");
+    EXPECT_EQ(size, atoi(getenv("OMPI_COMM_WORLD_SIZE")));
+}
+
+TEST(Allreduce, EveryDtypeAndOpAgainstASerialReference) {
+    ddp_allreduce_options small_buckets, no_fusion;
+    ddp_allreduce_options_init(&small_buckets);
+    small_buckets.fusion_bytes = 4096;
+    ddp_allreduce_options_init(&no_fusion);
+    no_fusion.fusion_bytes = -1;
+    for (ddp_dtype dtype : all_dtypes) {
+        for (ddp_op op : all_ops) {
+            if (op == DDP_OP_AVG && !floating(dtype)) continue;
+            const ddp_allreduce_options* choices[] = {nullptr, &small_buckets, &no_fusion};
+            for (const ddp_allreduce_options* opts : choices) {
+                SCOPED_TRACE(testing::Message() << "dtype 0x" << std::hex << dtype << std::dec << " op " << op
+                                                << " fusion " << (opts ? opts->fusion_bytes : 0));
+                TensorList list(dtype, mixed_counts);
+                list.fill(rank);
+                ASSERT_EQ(ddp_allreduce_tensor_list(world, list.tensors.data(), list.n(), op, opts), DDP_OK)
+                    << message();
+                expect_reduced(list, op, "allreduce");
+            }
+        }
+    }
+}
+
+TEST(Allreduce, AvgOnIntegersIsRejectedOnEveryRank) {
+    TensorList list(DDP_DTYPE_I32, {4});
+    EXPECT_EQ(ddp_allreduce_tensor_list(world, list.tensors.data(), 1, DDP_OP_AVG, nullptr),
+              DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(message().find("AVG"), std::string::npos);
+}
+
+TEST(Allreduce, AThousandTinyTensorsAndAnEmptyList) {
+    std::vector<int64_t> counts;
+    for (int i = 0; i < 1000; ++i) counts.push_back(1 + i % 5);
+    TensorList list(DDP_DTYPE_F32, counts);
+    list.fill(rank);
+    ASSERT_EQ(ddp_allreduce_tensor_list(world, list.tensors.data(), list.n(), DDP_OP_SUM, nullptr), DDP_OK)
+        << message();
+    expect_reduced(list, DDP_OP_SUM, "1000 tensors");
+    EXPECT_EQ(ddp_allreduce_tensor_list(world, nullptr, 0, DDP_OP_SUM, nullptr), DDP_OK) << message();
+}
+
+TEST(Broadcast, FromTheLastRank) {
+    const int root = size - 1;
+    for (ddp_dtype dtype : {DDP_DTYPE_F32, DDP_DTYPE_BF16, DDP_DTYPE_I64}) {
+        TensorList list(dtype, mixed_counts), expected(dtype, mixed_counts);
+        list.fill(rank);
+        expected.fill(root);
+        ASSERT_EQ(ddp_broadcast_tensor_list(world, list.tensors.data(), list.n(), root), DDP_OK) << message();
+        EXPECT_EQ(list.buffers, expected.buffers) << "rank " << rank;
+    }
+}
+
+TEST(Reduce, ToTheLastRankLeavesOthersUnchanged) {
+    const int root = size - 1;
+    for (ddp_op op : {DDP_OP_SUM, DDP_OP_AVG, DDP_OP_MAX}) {
+        TensorList list(DDP_DTYPE_F64, mixed_counts), mine(DDP_DTYPE_F64, mixed_counts);
+        list.fill(rank);
+        mine.fill(rank);
+        ASSERT_EQ(ddp_reduce_tensor_list(world, list.tensors.data(), list.n(), op, root), DDP_OK) << message();
+        if (rank == root)
+            expect_reduced(list, op, "reduce at root");
+        else
+            EXPECT_EQ(list.buffers, mine.buffers);
+    }
+}
+
+TEST(SyncOptimizerState, LeavesAndScalarsFromRoot) {
+    const int root = size - 1;
+    TensorList leaves(DDP_DTYPE_F32, {10, 0, 70000}), expected(DDP_DTYPE_F32, {10, 0, 70000});
+    leaves.fill(rank);
+    expected.fill(root);
+    double scalars[2] = {100.0 + rank, 0.001 * (rank + 1)};
+    ASSERT_EQ(ddp_sync_optimizer_state(world, leaves.tensors.data(), leaves.n(), scalars, 2, root), DDP_OK)
+        << message();
+    EXPECT_EQ(leaves.buffers, expected.buffers);
+    EXPECT_EQ(scalars[0], 100.0 + root);
+    EXPECT_EQ(scalars[1], 0.001 * (root + 1));
+}
+
+TEST(Async, OverlapsWithComputeAndCompletesInOrder) {
+    TensorList a(DDP_DTYPE_F32, mixed_counts), b(DDP_DTYPE_F64, {5, 6});
+    a.fill(rank);
+    b.fill(rank);
+    ddp_request *first = nullptr, *second = nullptr;
+    ASSERT_EQ(ddp_allreduce_tensor_list_async(world, a.tensors.data(), a.n(), DDP_OP_AVG, nullptr, &first),
+              DDP_OK) << message();
+    ASSERT_EQ(ddp_allreduce_tensor_list_async(world, b.tensors.data(), b.n(), DDP_OP_SUM, nullptr, &second),
+              DDP_OK) << message();
+    // The host computes while the requests progress; test() never blocks.
+    volatile double sink = 0;
+    int32_t done = 0;
+    int polls = 0;
+    while (!done) {
+        for (int i = 0; i < 100000; ++i) sink = sink + std::sqrt(static_cast<double>(i));
+        ASSERT_EQ(ddp_request_test(second, &done), DDP_OK) << message();
+        ++polls;
+    }
+    EXPECT_GE(polls, 1);
+    EXPECT_EQ(ddp_request_wait(first), DDP_OK) << message();
+    EXPECT_EQ(ddp_request_free(first), DDP_OK);
+    EXPECT_EQ(ddp_request_free(second), DDP_OK);
+    expect_reduced(a, DDP_OP_AVG, "async a");
+    expect_reduced(b, DDP_OP_SUM, "async b");
+    // A blocking call after async ones runs after them.
+    ASSERT_EQ(ddp_allreduce_tensor_list_async(world, b.tensors.data(), b.n(), DDP_OP_MAX, nullptr, &first),
+              DDP_OK);
+    TensorList c(DDP_DTYPE_I32, {3});
+    c.fill(rank);
+    ASSERT_EQ(ddp_allreduce_tensor_list(world, c.tensors.data(), 1, DDP_OP_MIN, nullptr), DDP_OK);
+    EXPECT_EQ(ddp_request_free(first), DDP_OK);
+    expect_reduced(c, DDP_OP_MIN, "blocking after async");
+}
+
+TEST(CheckReplicas, IdenticalAndDifferent) {
+    TensorList list(DDP_DTYPE_F32, {8, 100000, 3});
+    list.fill(0);
+    int32_t identical = -1;
+    ASSERT_EQ(ddp_check_replicas(world, list.tensors.data(), list.n(), &identical), DDP_OK) << message();
+    EXPECT_EQ(identical, 1);
+    if (size == 1) return;
+    if (rank == size - 1) static_cast<float*>(list.tensors[1].data)[99999] += 1.0f;
+    ASSERT_EQ(ddp_check_replicas(world, list.tensors.data(), list.n(), &identical), DDP_OK) << message();
+    EXPECT_EQ(identical, 0);
+    EXPECT_NE(message().find("tensor 1"), std::string::npos) << message();
+    EXPECT_NE(message().find("rank " + std::to_string(size - 1)), std::string::npos) << message();
+}
+
+TEST(Barrier, Works) { EXPECT_EQ(ddp_barrier(world), DDP_OK) << message(); }
+
+// Every rank passes a valid list, but one rank's differs in one way. Every
+// rank must return DDP_ERR_MISMATCH quickly, naming two ranks and what
+// differs, and the communicator must stay usable.
+class Mismatch : public testing::Test {
+protected:
+    void SetUp() override {
+        if (size == 1) GTEST_SKIP() << "needs two ranks";
+        started = std::chrono::steady_clock::now();
+    }
+    void expect_mismatch(ddp_status status, const std::string& detail) {
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        EXPECT_EQ(status, DDP_ERR_MISMATCH) << message();
+        EXPECT_NE(message().find("rank 0"), std::string::npos) << message();
+        EXPECT_NE(message().find("rank " + std::to_string(odd)), std::string::npos) << message();
+        EXPECT_NE(message().find(detail), std::string::npos) << message();
+        EXPECT_LT(seconds, 2.0);
+        // Still usable afterwards.
+        TensorList list(DDP_DTYPE_F32, {5});
+        list.fill(rank);
+        EXPECT_EQ(ddp_allreduce_tensor_list(world, list.tensors.data(), 1, DDP_OP_SUM, nullptr), DDP_OK);
+        expect_reduced(list, DDP_OP_SUM, "after mismatch");
+    }
+    const int odd = size - 1;  // the rank that passes something else
+    std::chrono::steady_clock::time_point started;
+};
+
+TEST_F(Mismatch, TensorCount) {
+    TensorList list(DDP_DTYPE_F32, {4, 4, 4});
+    expect_mismatch(ddp_allreduce_tensor_list(world, list.tensors.data(), rank == odd ? 2 : 3, DDP_OP_SUM, nullptr),
+                    "tensor 2");
+}
+
+TEST_F(Mismatch, Dtype) {
+    TensorList list(rank == odd ? DDP_DTYPE_F64 : DDP_DTYPE_F32, {4, 4});
+    expect_mismatch(ddp_allreduce_tensor_list(world, list.tensors.data(), 2, DDP_OP_SUM, nullptr),
+                    "tensor 0 is f32[4]");
+}
+
+TEST_F(Mismatch, Size) {
+    TensorList list(DDP_DTYPE_F32, {4, rank == odd ? 6 : 5, 4});
+    expect_mismatch(ddp_allreduce_tensor_list(world, list.tensors.data(), 3, DDP_OP_SUM, nullptr),
+                    "tensor 1 is f32[5]");
+}
+
+TEST_F(Mismatch, Op) {
+    TensorList list(DDP_DTYPE_F32, {4});
+    expect_mismatch(ddp_allreduce_tensor_list(world, list.tensors.data(), 1, rank == odd ? DDP_OP_MAX : DDP_OP_SUM,
+                                              nullptr),
+                    "op SUM");
+}
+
+TEST_F(Mismatch, Root) {
+    TensorList list(DDP_DTYPE_F32, {4});
+    expect_mismatch(ddp_broadcast_tensor_list(world, list.tensors.data(), 1, rank == odd ? odd : 0), "root 0");
+}
+
+TEST_F(Mismatch, Collective) {
+    TensorList list(DDP_DTYPE_F32, {4});
+    expect_mismatch(rank == odd ? ddp_broadcast_tensor_list(world, list.tensors.data(), 1, 0)
+                                : ddp_allreduce_tensor_list(world, list.tensors.data(), 1, DDP_OP_SUM, nullptr),
+                    "called allreduce");
+}
+
+TEST_F(Mismatch, FusionSize) {
+    TensorList list(DDP_DTYPE_F32, {4});
+    ddp_allreduce_options opts;
+    ddp_allreduce_options_init(&opts);
+    opts.fusion_bytes = rank == odd ? 8192 : 0;
+    expect_mismatch(ddp_allreduce_tensor_list(world, list.tensors.data(), 1, DDP_OP_SUM, &opts), "fusion_bytes");
+}
+
+TEST_F(Mismatch, OptimizerStateLeaves) {
+    TensorList leaves(DDP_DTYPE_F32, {3, rank == odd ? 9 : 8});
+    double scalar = 1;
+    expect_mismatch(ddp_sync_optimizer_state(world, leaves.tensors.data(), 2, &scalar, 1, 0), "leaf 1");
+}
+
+TEST_F(Mismatch, OptimizerStateScalars) {
+    TensorList leaves(DDP_DTYPE_F32, {3});
+    double scalars[2] = {1, 2};
+    expect_mismatch(ddp_sync_optimizer_state(world, leaves.tensors.data(), 1, scalars, rank == odd ? 1 : 2, 0),
+                    "scalars");
+}
+
+TEST_F(Mismatch, InvalidArgumentsOnOneRank) {
+    TensorList list(DDP_DTYPE_F32, {4});
+    if (rank == odd) list.tensors[0].data = nullptr;
+    const ddp_status status = ddp_allreduce_tensor_list(world, list.tensors.data(), 1, DDP_OP_SUM, nullptr);
+    if (rank == odd) {
+        EXPECT_EQ(status, DDP_ERR_INVALID_ARGUMENT);
+        EXPECT_NE(message().find("tensors[0].data is NULL"), std::string::npos) << message();
+        list.tensors[0].data = list.buffers[0].data();
+        list.fill(rank);
+        EXPECT_EQ(ddp_allreduce_tensor_list(world, list.tensors.data(), 1, DDP_OP_SUM, nullptr), DDP_OK);
+    } else {
+        expect_mismatch(status, "invalid arguments");
+    }
+}
+
+TEST_F(Mismatch, AsyncRequestReportsIt) {
+    TensorList list(DDP_DTYPE_F32, {4, 4});
+    ddp_request* request = nullptr;
+    ASSERT_EQ(ddp_allreduce_tensor_list_async(world, list.tensors.data(), rank == odd ? 1 : 2, DDP_OP_SUM, nullptr,
+                                              &request),
+              DDP_OK);
+    expect_mismatch(ddp_request_free(request), "tensor 1");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    mpi_test::start(argc, argv);
+    const int result = RUN_ALL_TESTS();
+    ddp_comm* second = nullptr;
+    // A second init while the world is live, then calls after finalize.
+    if (ddp_init(nullptr, &second) != DDP_ERR_ALREADY_INITIALIZED) return 3;
+    if (ddp_finalize(world) != DDP_OK || ddp_finalize(world) != DDP_OK) return 4;
+    if (ddp_barrier(world) != DDP_ERR_NOT_INITIALIZED) return 5;
+    // MPI, which libddp started and finalized, cannot start again.
+    ddp_init_options opts;
+    ddp_init_options_init(&opts);
+    opts.backend = DDP_BACKEND_MPI;
+    if (ddp_init(&opts, &second) != DDP_ERR_ALREADY_INITIALIZED) return 6;
+    return result;
+}

@@ -1,0 +1,83 @@
+// The fusion planner: which tensors share a bucket and which go in place.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "fusion_plan.hpp"
+
+namespace {
+
+ddp_tensor tensor(int64_t count, ddp_dtype dtype = DDP_DTYPE_F32) {
+    static float storage;
+    return ddp_tensor{&storage, count, dtype, DDP_DEVICE_CPU, 0};
+}
+
+std::vector<int64_t> members(const ddp::FusionPlan& plan, size_t step) {
+    auto span = plan.members_of(plan.steps[step]);
+    return {span.begin(), span.end()};
+}
+
+TEST(FusionPlan, SmallTensorsShareBucketsUpToTheBucketSize) {
+    std::vector<ddp_tensor> list(10, tensor(256));  // 1 KiB each
+    const auto plan = ddp::plan_fusion(list, ddp::FusionPolicy{4096, 2048});
+    ASSERT_EQ(plan.steps.size(), 3u);  // 4 + 4 + 2 tensors
+    EXPECT_TRUE(plan.steps[0].fused);
+    EXPECT_EQ(members(plan, 0), (std::vector<int64_t>{0, 1, 2, 3}));
+    EXPECT_EQ(plan.steps[0].elements, 1024);
+    EXPECT_EQ(members(plan, 2), (std::vector<int64_t>{8, 9}));
+    EXPECT_EQ(plan.largest_bucket_bytes, 4096);
+}
+
+TEST(FusionPlan, LargeTensorsGoInPlace) {
+    std::vector<ddp_tensor> list{tensor(16), tensor(100000), tensor(16)};
+    const auto plan = ddp::plan_fusion(list, ddp::FusionPolicy{1 << 20, 64 * 1024});
+    ASSERT_EQ(plan.steps.size(), 2u);
+    EXPECT_FALSE(plan.steps[0].fused);
+    EXPECT_EQ(members(plan, 0), (std::vector<int64_t>{1}));
+    EXPECT_TRUE(plan.steps[1].fused);
+    EXPECT_EQ(members(plan, 1), (std::vector<int64_t>{0, 2}));
+}
+
+TEST(FusionPlan, BucketsHoldOneDtype) {
+    std::vector<ddp_tensor> list{tensor(4, DDP_DTYPE_F32), tensor(4, DDP_DTYPE_F64),
+                                 tensor(4, DDP_DTYPE_F32), tensor(4, DDP_DTYPE_F64)};
+    const auto plan = ddp::plan_fusion(list, ddp::FusionPolicy{1 << 20, 64 * 1024});
+    ASSERT_EQ(plan.steps.size(), 2u);
+    for (const auto& step : plan.steps) {
+        for (int64_t index : plan.members_of(step)) EXPECT_EQ(list[static_cast<size_t>(index)].dtype, step.dtype);
+    }
+}
+
+TEST(FusionPlan, EmptyTensorsGetNoStepAndALoneSmallTensorNoCopy) {
+    std::vector<ddp_tensor> list{tensor(0), tensor(8), tensor(0)};
+    const auto plan = ddp::plan_fusion(list, ddp::FusionPolicy{1 << 20, 64 * 1024});
+    ASSERT_EQ(plan.steps.size(), 1u);
+    EXPECT_FALSE(plan.steps[0].fused);
+    EXPECT_EQ(members(plan, 0), (std::vector<int64_t>{1}));
+    EXPECT_EQ(plan.largest_bucket_bytes, 0);
+    EXPECT_TRUE(ddp::plan_fusion({}, ddp::FusionPolicy{1 << 20, 1024}).steps.empty());
+}
+
+TEST(FusionPlan, FusionOffSendsEveryTensorAlone) {
+    std::vector<ddp_tensor> list(5, tensor(3));
+    const auto plan = ddp::plan_fusion(list, ddp::policy_for_bucket_bytes(-1));
+    ASSERT_EQ(plan.steps.size(), 5u);
+    for (const auto& step : plan.steps) EXPECT_FALSE(step.fused);
+}
+
+TEST(FusionPlan, EveryTensorAppearsExactlyOnce) {
+    std::vector<ddp_tensor> list;
+    for (int i = 0; i < 1000; ++i) list.push_back(tensor(1 + (i * 7919) % 50000, i % 3 ? DDP_DTYPE_F32 : DDP_DTYPE_BF16));
+    const auto plan = ddp::plan_fusion(list, ddp::policy_for_bucket_bytes(1 << 20));
+    std::vector<int> seen(list.size(), 0);
+    for (int64_t index : plan.members) ++seen[static_cast<size_t>(index)];
+    for (int count : seen) EXPECT_EQ(count, 1);
+    for (const auto& step : plan.steps) {
+        if (step.fused) {
+            const int64_t width = step.dtype == DDP_DTYPE_BF16 ? 2 : 4;
+            EXPECT_LE(step.elements * width, 1 << 20);
+        }
+    }
+}
+
+}  // namespace
