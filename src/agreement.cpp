@@ -55,9 +55,9 @@ std::string explain(std::span<const uint64_t> a, int rank_a, std::span<const uin
                kind_name(b[kind_word]);
     const std::string what = kind_name(a[kind_word]);
     if (!a[valid_word] || !b[valid_word]) {
-        const std::string& bad = a[valid_word] ? rb : ra;
-        return bad + " passed invalid arguments to " + what +
-               " (it returned DDP_ERR_INVALID_ARGUMENT with the details)";
+        const bool a_is_bad = !a[valid_word];
+        return (a_is_bad ? ra : rb) + " passed invalid arguments to " + what +
+               " (it returned DDP_ERR_INVALID_ARGUMENT with the details), unlike " + (a_is_bad ? rb : ra);
     }
     const std::string prefix = what + " mismatch: ";
     if (a[op_word] != b[op_word])

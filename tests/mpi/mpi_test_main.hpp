@@ -11,9 +11,18 @@
 
 namespace mpi_test {
 
-inline ddp_comm* world = nullptr;
 inline int32_t rank = 0;
 inline int32_t size = 1;
+
+class FailurePrinter : public testing::EmptyTestEventListener {
+    void OnTestPartResult(const testing::TestPartResult& result) override {
+        if (result.failed())
+            fprintf(stderr, "[rank %d] %s:%d: %s\n", rank, result.file_name() ? result.file_name() : "?",
+                    result.line_number(), result.summary());
+    }
+};
+
+inline ddp_comm* world = nullptr;
 
 inline std::string message() { return ddp_last_error_message(); }
 
@@ -25,7 +34,12 @@ inline void start(int argc, char** argv) {
     }
     ddp_rank(world, &rank);
     ddp_size(world, &size);
-    if (rank != 0) testing::GTEST_FLAG(brief) = true;
+    if (rank != 0) {
+        // Other ranks report failures only, so the log reads as one run.
+        auto& listeners = testing::UnitTest::GetInstance()->listeners();
+        delete listeners.Release(listeners.default_result_printer());
+        listeners.Append(new FailurePrinter);
+    }
 }
 
 }  // namespace mpi_test
