@@ -16,6 +16,9 @@ Clock::time_point Communicator::deadline() const {
 
 void Communicator::run_in_order(const std::function<void()>& collective) {
     worker_.drain();
+    if (transport_->broken())
+        fail(DDP_ERR_TIMEOUT, "the communicator timed out in an earlier collective and is unusable; "
+                              "finalize it and end the job");
     collective();
 }
 

@@ -41,6 +41,9 @@ public:
     /// Every rank's `words`, indexed by rank.
     virtual std::vector<std::vector<uint64_t>> allgather_u64(std::span<const uint64_t> words) = 0;
 
+    /// True after a timeout: a collective was abandoned, so no other may start.
+    virtual bool broken() const = 0;
+
     /// Releases the backend (MPI_Finalize when libddp initialized MPI).
     virtual void finalize() = 0;
 };

@@ -125,7 +125,7 @@ public:
         MPI_Comm base = MPI_COMM_WORLD;
         if (mpi_comm_fortran != DDP_NO_MPI_COMM) {
             base = MPI_Comm_f2c(static_cast<MPI_Fint>(mpi_comm_fortran));
-            if (base == MPI_COMM_NULL)
+            if (base == MPI_COMM_NULL || base == nullptr)
                 fail(DDP_ERR_INVALID_ARGUMENT, "mpi_comm_fortran " + std::to_string(mpi_comm_fortran) +
                                                    " is not a valid MPI communicator handle");
         }
@@ -186,8 +186,11 @@ public:
     }
 
     void max_u64(std::span<uint64_t> values, Clock::time_point deadline) override {
+        // MPI works on a member buffer, not on `values`: after a timeout the
+        // abandoned reduction may still write into it.
+        reduction_buffer_.assign(values.begin(), values.end());
         MPI_Request request;
-        check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
+        check(MPI_Iallreduce(MPI_IN_PLACE, reduction_buffer_.data(), static_cast<int>(values.size()),
                              MPI_UINT64_T, MPI_MAX, comm_, &request),
               "MPI_Iallreduce");
         // Spin briefly (the common case: peers are already there), then poll
@@ -196,10 +199,13 @@ public:
         for (;;) {
             int done = 0;
             check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-            if (done) return;
+            if (done) {
+                std::copy(reduction_buffer_.begin(), reduction_buffer_.end(), values.begin());
+                return;
+            }
             const auto now = Clock::now();
             if (now > deadline) {
-                broken_ = true;
+                pending_ = request;
                 fail(DDP_ERR_TIMEOUT, "rank " + std::to_string(rank_) +
                                           " waited past the timeout for the other ranks to "
                                           "join the collective; the communicator is now unusable");
@@ -228,14 +234,24 @@ public:
         return by_rank;
     }
 
+    bool broken() const override { return pending_ != MPI_REQUEST_NULL; }
+
     void finalize() override {
         if (comm_ == MPI_COMM_NULL) return;
-        half_ops_.reset();
-        // After a timeout a collective is still pending on comm_; freeing it
-        // or finalizing MPI could then wait forever, so both are skipped.
-        if (!broken_) check(MPI_Comm_free(&comm_), "MPI_Comm_free");
+        // After a timeout a collective is still pending on comm_. If the late
+        // peers arrive within a grace period, MPI can end cleanly; otherwise
+        // freeing comm_ or finalizing MPI could wait forever, so both are skipped.
+        const auto grace_end = Clock::now() + std::chrono::seconds(5);
+        while (pending_ != MPI_REQUEST_NULL && Clock::now() < grace_end) {
+            int done = 0;
+            MPI_Test(&pending_, &done, MPI_STATUS_IGNORE);
+            if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        const bool clean = pending_ == MPI_REQUEST_NULL;
+        if (clean) half_ops_.reset();
+        if (clean) check(MPI_Comm_free(&comm_), "MPI_Comm_free");
         comm_ = MPI_COMM_NULL;
-        if (owns_mpi_ && !broken_) check(MPI_Finalize(), "MPI_Finalize");
+        if (owns_mpi_ && clean) check(MPI_Finalize(), "MPI_Finalize");
     }
 
 private:
@@ -248,7 +264,8 @@ private:
     std::unique_ptr<HalfOps> half_ops_;
     int thread_level_ = MPI_THREAD_SINGLE;
     bool owns_mpi_ = false;
-    bool broken_ = false;
+    MPI_Request pending_ = MPI_REQUEST_NULL;  // the collective a timeout abandoned
+    std::vector<uint64_t> reduction_buffer_;
     int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
 };
 

@@ -22,6 +22,7 @@ public:
     std::vector<std::vector<uint64_t>> allgather_u64(std::span<const uint64_t> words) override {
         return {std::vector<uint64_t>(words.begin(), words.end())};
     }
+    bool broken() const override { return false; }
     void finalize() override {}
 };
 

@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { INPUTS = 8, HIDDEN = 32, SAMPLES = 4096, BATCH = 32, EPOCHS = 12 };
-static const float LEARNING_RATE = 0.05f;
+enum { INPUTS = 8, HIDDEN = 32, SAMPLES = 4096, BATCH = 32, EPOCHS = 30 };
+static const float LEARNING_RATE = 0.2f;
 
 typedef struct {
     float w1[HIDDEN * INPUTS], b1[HIDDEN], w2[HIDDEN], b2[1];
