@@ -126,27 +126,35 @@ void print_row(FILE* csv, const std::string& label, const GradientList& g, const
 
 void bench_list(FILE* csv, const std::string& label, const GradientList& g, int runs) {
     Buffers b(g);
-    const int warmup = 2;
-    const Stats ddp = time_runs(warmup, runs, [&] {
+    std::vector<float> flat(static_cast<size_t>(g.total()), 1.0f), copy(flat.size());
+    std::vector<std::vector<float>> buckets;
+    std::vector<std::pair<std::string, std::function<void()>>> strategies;
+    strategies.emplace_back("libddp", [&] {
         ddp_allreduce_tensor_list(world, b.list.data(), static_cast<int64_t>(b.list.size()), DDP_OP_SUM, nullptr);
     });
-    print_row(csv, label, g, "libddp", ddp, ddp.median);
-    print_row(csv, label, g, "(a) per tensor", time_runs(warmup, runs, [&] { per_tensor(b); }), ddp.median);
-    for (int mb : {1, 4, 25}) {
-        std::vector<float> bucket(static_cast<size_t>(mb) * 1000 * 1000 / sizeof(float));
-        const size_t floats = bucket.size();
-        print_row(csv, label, g, "(b) " + std::to_string(mb) + " MB buckets",
-                  time_runs(warmup, runs, [&] { bucketed(b, bucket, floats); }), ddp.median);
+    strategies.emplace_back("(a) per tensor", [&] { per_tensor(b); });
+    for (int mb : {1, 4, 25}) buckets.emplace_back(static_cast<size_t>(mb) * 1000 * 1000 / sizeof(float));
+    for (auto& bucket : buckets)
+        strategies.emplace_back("(b) " + std::to_string(bucket.size() * sizeof(float) / 1000000) + " MB buckets",
+                                [&b, &bucket, floats = bucket.size()] { bucketed(b, bucket, floats); });
+    strategies.emplace_back("(c) one flat buffer", [&] {
+        MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    });
+    strategies.emplace_back("memcpy (floor)", [&] { std::memcpy(copy.data(), flat.data(), flat.size() * sizeof(float)); });
+    // Rounds of every strategy in turn, so that the machine's drift touches all alike.
+    std::vector<std::vector<double>> seconds(strategies.size());
+    for (int round = 0; round < 2 + runs; ++round)
+        for (size_t k = 0; k < strategies.size(); ++k) {
+            const Stats one = time_runs(0, 1, strategies[k].second);
+            if (round >= 2) seconds[k].push_back(one.median);
+        }
+    std::vector<Stats> stats;
+    for (auto& v : seconds) {
+        std::sort(v.begin(), v.end());
+        stats.push_back({v[v.size() / 2], v.front(), v.back()});
     }
-    std::vector<float> flat(static_cast<size_t>(g.total()), 1.0f);
-    print_row(csv, label, g, "(c) one flat buffer", time_runs(warmup, runs, [&] {
-                  MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, MPI_SUM,
-                                MPI_COMM_WORLD);
-              }), ddp.median);
-    std::vector<float> copy(flat.size());
-    print_row(csv, label, g, "memcpy (floor)", time_runs(warmup, runs, [&] {
-                  std::memcpy(copy.data(), flat.data(), flat.size() * sizeof(float));
-              }), ddp.median);
+    for (size_t k = 0; k < strategies.size(); ++k)
+        print_row(csv, label, g, strategies[k].first, stats[k], stats[0].median);
 }
 
 // Per-call overhead: libddp's agreement and dispatch around a 4-byte reduction.
