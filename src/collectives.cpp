@@ -73,45 +73,53 @@ int64_t effective_fusion_bytes(int64_t from_options) {
     return env_bytes("DDP_FUSION_BYTES").value_or(default_fusion_bytes);
 }
 
+namespace {
+
+// Agrees on the call, then returns its fusion plan, or nullptr on one rank
+// (where every collective leaves the data as it is).
+const FusionPlan* agree_and_plan(Communicator& comm, const CallDescription& call) {
+    const uint64_t key = agree(comm.transport(), call, comm.deadline());
+    if (comm.transport().size() == 1) return nullptr;
+    return &comm.plan(key, call.tensors, policy_for_bucket_bytes(call.fusion_bytes));
+}
+
+// Root's tensors to every rank, fused as the plan says.
+void broadcast_planned(Communicator& comm, const FusionPlan& plan, std::span<const ddp_tensor> tensors,
+                       int root) {
+    Transport& transport = comm.transport();
+    const bool is_root = transport.rank() == root;
+    run_plan(comm, plan, tensors, is_root, !is_root, 1.0, [&](void* data, int64_t count, ddp_dtype dtype) {
+        transport.broadcast(data, count * static_cast<int64_t>(element_size(dtype)), root);
+    });
+}
+
+}  // namespace
+
 void allreduce_list(Communicator& comm, std::span<const ddp_tensor> tensors, ddp_op op,
                     int64_t fusion_bytes) {
+    const FusionPlan* plan =
+        agree_and_plan(comm, {CollectiveKind::allreduce, op, 0, fusion_bytes, 0, tensors});
+    if (plan == nullptr) return;
     Transport& transport = comm.transport();
-    const uint64_t key = agree(transport,
-                               CallDescription{CollectiveKind::allreduce, op, 0, fusion_bytes, 0, tensors},
-                               comm.deadline());
-    if (transport.size() == 1) return;  // the sum, min, max, product and mean of one value
-    const FusionPlan& plan = comm.plan(key, tensors, policy_for_bucket_bytes(fusion_bytes));
-    run_plan(comm, plan, tensors, true, true, avg_divisor(comm, op),
+    run_plan(comm, *plan, tensors, true, true, avg_divisor(comm, op),
              [&](void* data, int64_t count, ddp_dtype dtype) {
                  transport.allreduce(data, count, dtype, transport_op(op));
              });
 }
 
 void broadcast_list(Communicator& comm, std::span<const ddp_tensor> tensors, int root) {
-    Transport& transport = comm.transport();
-    const int64_t fusion_bytes = effective_fusion_bytes(0);
-    const uint64_t key = agree(
-        transport, CallDescription{CollectiveKind::broadcast, DDP_OP_SUM, root, fusion_bytes, 0, tensors},
-        comm.deadline());
-    if (transport.size() == 1) return;
-    const bool is_root = transport.rank() == root;
-    const FusionPlan& plan = comm.plan(key, tensors, policy_for_bucket_bytes(fusion_bytes));
-    run_plan(comm, plan, tensors, is_root, !is_root, 1.0,
-             [&](void* data, int64_t count, ddp_dtype dtype) {
-                 transport.broadcast(data, count * static_cast<int64_t>(element_size(dtype)), root);
-             });
+    const FusionPlan* plan = agree_and_plan(
+        comm, {CollectiveKind::broadcast, DDP_OP_SUM, root, effective_fusion_bytes(0), 0, tensors});
+    if (plan != nullptr) broadcast_planned(comm, *plan, tensors, root);
 }
 
 void reduce_list(Communicator& comm, std::span<const ddp_tensor> tensors, ddp_op op, int root) {
+    const FusionPlan* plan =
+        agree_and_plan(comm, {CollectiveKind::reduce, op, root, effective_fusion_bytes(0), 0, tensors});
+    if (plan == nullptr) return;
     Transport& transport = comm.transport();
-    const int64_t fusion_bytes = effective_fusion_bytes(0);
-    const uint64_t key = agree(
-        transport, CallDescription{CollectiveKind::reduce, op, root, fusion_bytes, 0, tensors},
-        comm.deadline());
-    if (transport.size() == 1) return;
     const bool is_root = transport.rank() == root;
-    const FusionPlan& plan = comm.plan(key, tensors, policy_for_bucket_bytes(fusion_bytes));
-    run_plan(comm, plan, tensors, true, is_root, avg_divisor(comm, op),
+    run_plan(comm, *plan, tensors, true, is_root, avg_divisor(comm, op),
              [&](void* data, int64_t count, ddp_dtype dtype) {
                  transport.reduce(data, count, dtype, transport_op(op), root);
              });
@@ -119,22 +127,13 @@ void reduce_list(Communicator& comm, std::span<const ddp_tensor> tensors, ddp_op
 
 void sync_optimizer_state(Communicator& comm, std::span<const ddp_tensor> leaves,
                           std::span<double> scalars, int root) {
-    Transport& transport = comm.transport();
-    const int64_t fusion_bytes = effective_fusion_bytes(0);
     const auto n_scalars = static_cast<int64_t>(scalars.size());
-    const uint64_t key = agree(transport,
-                               CallDescription{CollectiveKind::sync_optimizer_state, DDP_OP_SUM, root,
-                                               fusion_bytes, n_scalars, leaves},
-                               comm.deadline());
-    if (transport.size() == 1) return;
-    const bool is_root = transport.rank() == root;
-    const FusionPlan& plan = comm.plan(key, leaves, policy_for_bucket_bytes(fusion_bytes));
-    run_plan(comm, plan, leaves, is_root, !is_root, 1.0,
-             [&](void* data, int64_t count, ddp_dtype dtype) {
-                 transport.broadcast(data, count * static_cast<int64_t>(element_size(dtype)), root);
-             });
+    const FusionPlan* plan = agree_and_plan(comm, {CollectiveKind::sync_optimizer_state, DDP_OP_SUM, root,
+                                                   effective_fusion_bytes(0), n_scalars, leaves});
+    if (plan == nullptr) return;
+    broadcast_planned(comm, *plan, leaves, root);
     if (!scalars.empty())
-        transport.broadcast(scalars.data(), n_scalars * static_cast<int64_t>(sizeof(double)), root);
+        comm.transport().broadcast(scalars.data(), n_scalars * static_cast<int64_t>(sizeof(double)), root);
 }
 
 bool check_replicas(Communicator& comm, std::span<const ddp_tensor> tensors, std::string& difference) {
