@@ -58,6 +58,16 @@ Communicator& live_comm(const ddp_comm* handle) {
     return *handle->live;
 }
 
+// Takes part in agreement for this rank's invalid call, so that its peers
+// return DDP_ERR_MISMATCH at once instead of waiting for it. Errors of that
+// step are dropped: the caller reports its own validation error.
+void announce_invalid_call(Communicator& comm, CollectiveKind kind) {
+    try {
+        agree_on_invalid_call(comm.transport(), kind, comm.deadline());
+    } catch (const Error&) {
+    }
+}
+
 // Runs a collective in order on the caller's thread. When this rank's
 // arguments fail `validate`, it still takes part in agreement, so its peers
 // return DDP_ERR_MISMATCH at once instead of waiting for it; then it
@@ -69,11 +79,7 @@ void collective(ddp_comm* handle, CollectiveKind kind, Validate validate, Run ru
         try {
             validate(comm);
         } catch (const Error&) {
-            try {
-                agree_on_invalid_call(comm.transport(), kind, comm.deadline());
-            } catch (const Error&) {
-                // The validation error is the one to report.
-            }
+            announce_invalid_call(comm, kind);
             throw;
         }
         run(comm);
@@ -298,13 +304,10 @@ DDP_API ddp_status ddp_allreduce_tensor_list_async(ddp_comm* comm, const ddp_ten
             fusion_bytes = effective_fusion_bytes(
                 read_options(opts, default_allreduce_options(), "opts").fusion_bytes);
         } catch (const Error&) {
-            // Tell the peers, in order, that this rank's call is void.
             try {
-                c.run_in_order([&] {
-                    agree_on_invalid_call(c.transport(), CollectiveKind::allreduce, c.deadline());
-                });
+                c.run_in_order([&] { announce_invalid_call(c, CollectiveKind::allreduce); });
             } catch (const Error&) {
-                // The validation error is the one to report.
+                // A broken communicator: the validation error is still the one to report.
             }
             throw;
         }

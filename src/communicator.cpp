@@ -14,15 +14,20 @@ Clock::time_point Communicator::deadline() const {
                               std::chrono::duration<double>(timeout_s_));
 }
 
-void Communicator::run_in_order(const std::function<void()>& collective) {
-    worker_.drain();
+void Communicator::require_usable() const {
     if (transport_->broken())
         fail(DDP_ERR_TIMEOUT, "the communicator timed out in an earlier collective and is unusable; "
                               "finalize it and end the job");
+}
+
+void Communicator::run_in_order(const std::function<void()>& collective) {
+    worker_.drain();
+    require_usable();
     collective();
 }
 
 std::shared_ptr<RequestState> Communicator::submit(std::function<void()> collective) {
+    require_usable();
     if (!transport_->allows_background_thread())
         fail(DDP_ERR_UNSUPPORTED,
              "async collectives need MPI_THREAD_SERIALIZED or better, but MPI was initialized "

@@ -44,6 +44,9 @@ public:
     void finalize();
 
 private:
+    /// Throws DDP_ERR_TIMEOUT once a timeout has left a collective abandoned.
+    void require_usable() const;
+
     std::unique_ptr<Transport> transport_;
     double timeout_s_;
     int device_;
