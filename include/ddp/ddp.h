@@ -165,8 +165,9 @@ typedef enum ddp_backend {
     DDP_BACKEND_NCCL = 3
 } ddp_backend;
 
-/** ddp_init_options.mpi_comm_fortran when no communicator is adopted. */
-#define DDP_NO_MPI_COMM ((int64_t)-1)
+/** ddp_init_options.mpi_comm_fortran when no communicator is adopted (an
+ *  int64_t; a plain integer literal so that generated bindings read it). */
+#define DDP_NO_MPI_COMM (-1)
 
 typedef struct ddp_init_options {
     uint32_t struct_size;      /**< sizeof(ddp_init_options) */
