@@ -1,0 +1,281 @@
+"""The Python API on one process (the `self` backend): conversions, errors,
+sharding, logging, library lookup. Run without mpirun."""
+import array
+import logging
+import os
+import subprocess
+import sys
+
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+import ddp
+from ddp import _state_tree
+
+from conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def comm():
+    with ddp.init(backend="self") as world:
+        yield world
+
+
+def test_queries_on_one_process(comm):
+    assert (comm.rank, comm.size, comm.local_rank, comm.local_size) == (0, 1, 0, 1)
+    assert comm.backend == "self" and "rank 0 of 1" in repr(comm)
+
+
+def test_second_init_raises_already_initialized(comm):
+    with pytest.raises(ddp.AlreadyInitializedError, match="DDP_ERR_ALREADY_INITIALIZED"):
+        ddp.init(backend="self")
+
+
+def test_every_numpy_dtype_libddp_has_passes_in_place(comm):
+    for dtype in [np.int8, np.int32, np.int64, np.uint8, np.float16, np.float32, np.float64,
+                  ml_dtypes.bfloat16]:
+        values = np.arange(6, dtype=dtype).reshape(2, 3)
+        before = values.ctypes.data
+        assert comm.allreduce([values], op="sum")[0] is values
+        assert values.ctypes.data == before
+        np.testing.assert_array_equal(values.astype(np.float64), np.arange(6).reshape(2, 3))
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.uint16, np.uint32, np.uint64, np.bool_,
+                                   np.complex64, np.float128 if hasattr(np, "float128") else
+                                   np.longdouble])
+def test_dtypes_libddp_lacks_raise_value_error(comm, dtype):
+    with pytest.raises(ValueError, match=rf"tensor 0: dtype {np.dtype(dtype)} is not one"):
+        comm.allreduce([np.zeros(3, dtype=dtype)], op="sum")
+
+
+def test_non_contiguous_array_raises_value_error_instead_of_copying(comm):
+    with pytest.raises(ValueError, match=r"tensor 1: the array is not contiguous"):
+        comm.allreduce([np.zeros(4), np.zeros((4, 4))[:, 1]])
+
+
+def test_read_only_array_raises_value_error_for_writes_and_passes_for_reads(comm):
+    frozen = np.zeros(4)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match=r"tensor 0: the array is read-only"):
+        comm.broadcast([frozen])
+    assert comm.check_replicas([frozen])
+
+
+def test_fortran_ordered_arrays_are_contiguous_too(comm):
+    values = np.asfortranarray(np.ones((3, 2), dtype=np.float32))
+    comm.allreduce(values)
+    np.testing.assert_array_equal(values, 1)
+
+
+def test_not_an_array_raises_type_error(comm):
+    with pytest.raises(TypeError, match=r"tensor 0: expected an array .* got list"):
+        comm.allreduce([[1.0, 2.0]])
+
+
+def test_buffer_protocol_objects_pass_without_copy(comm):
+    floats = array.array("d", [1.0, 2.0])
+    comm.allreduce([floats, bytearray(b"\x01\x02")], op="max")
+    assert list(floats) == [1.0, 2.0]
+    with pytest.raises(ValueError, match="read-only"):
+        comm.allreduce([b"\x01\x02"], op="max")
+
+
+class OnlyDLPack:
+    """Exposes an array through __dlpack__ alone, as a framework tensor would."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_numpy_dlpack_is_used_in_place(comm):
+    values = np.arange(5, dtype=np.float32)
+    comm.allreduce([OnlyDLPack(values)], op="sum")
+    np.testing.assert_array_equal(values, np.arange(5))
+    frozen = np.arange(3.0)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        comm.broadcast([OnlyDLPack(frozen)])
+
+
+def test_non_contiguous_dlpack_tensor_raises_value_error(comm):
+    with pytest.raises(ValueError, match="not contiguous"):
+        comm.allreduce([OnlyDLPack(np.zeros((4, 4))[:, ::2])])
+
+
+def test_jax_arrays_are_read_through_dlpack_and_refused_for_writes(comm):
+    weights = jnp.arange(8, dtype=jnp.float32)
+    assert comm.check_replicas([weights, jnp.ones(3, dtype=jnp.bfloat16)])
+    with pytest.raises(ValueError, match="immutable"):
+        comm.allreduce([weights])
+
+
+def test_cuda_tensors_are_refused_by_this_version(comm):
+    class FakeCudaInterface:  # a real interface dict; libddp is what refuses it
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (4096, False),
+                                    "version": 3, "strides": None}
+    with pytest.raises(ddp.UnsupportedError, match="DDP_ERR_UNSUPPORTED"):
+        comm.allreduce([FakeCudaInterface()])
+
+
+def test_avg_of_integers_is_an_invalid_argument_with_the_librarys_message(comm):
+    with pytest.raises(ddp.InvalidArgumentError) as caught:
+        comm.allreduce([np.ones(3, dtype=np.float32), np.ones(3, dtype=np.int32)], op="avg")
+    assert caught.value.status_name == "DDP_ERR_INVALID_ARGUMENT"
+    assert "tensors[1] is i32" in caught.value.message
+
+
+def test_bad_op_and_root_raise(comm):
+    with pytest.raises(ValueError, match="op 'median'"):
+        comm.allreduce([np.ones(2)], op="median")
+    with pytest.raises(ddp.InvalidArgumentError, match="root"):
+        comm.broadcast([np.ones(2)], root=3)
+
+
+def test_async_allreduce_wait_and_done(comm):
+    values = np.full(1000, 2.0)
+    request = comm.allreduce_async([values], op="sum")
+    assert request.wait()[0] is values
+    assert request.done()
+    np.testing.assert_array_equal(values, 2.0)
+
+
+def test_sync_optimizer_state_round_trip_keeps_structure_and_types(comm):
+    state = {"step": 3, "lr": 0.1, "moments": [np.ones(2), (np.zeros(3), 4)], "name": "adam",
+             "foreach": None, "flag": True}
+    synced = comm.sync_optimizer_state(state)
+    assert synced["step"] == 3 and type(synced["step"]) is int
+    assert synced["lr"] == 0.1 and synced["flag"] is True and synced["name"] == "adam"
+    assert synced["moments"][0] is state["moments"][0]
+    assert isinstance(synced["moments"][1], tuple) and synced["moments"][1][1] == 4
+    assert list(synced) == list(state)
+
+
+def test_state_tree_order_is_independent_of_insertion_order():
+    first, second = ([], []), ([], [])
+    _state_tree.flatten({"b": 1, "a": np.zeros(1), 2: 5.0}, *first)
+    _state_tree.flatten({2: 5.0, "a": np.zeros(1), "b": 1}, *second)
+    assert [p for p, _ in first[0] + first[1]] == [p for p, _ in second[0] + second[1]]
+
+
+def test_state_tree_refuses_unknown_leaves(comm):
+    with pytest.raises(TypeError, match=r"state\['opt'\]: cannot synchronize a object"):
+        comm.sync_optimizer_state({"opt": object()})
+
+
+def test_check_replicas_on_one_rank_is_identical(comm):
+    result = comm.check_replicas([np.arange(4)])
+    assert result and result.identical and result.message == ""
+
+
+def test_log_lines_reach_python_logging(comm, caplog):
+    with caplog.at_level(logging.INFO, logger="ddp"):
+        comm.log("hello from the test", level="warn")
+    record = next(r for r in caplog.records if "hello from the test" in r.getMessage())
+    assert record.levelno == logging.WARNING and record.getMessage().startswith("[ddp 0/1 ")
+
+
+def test_log_rejects_unknown_level(comm):
+    with pytest.raises(ValueError, match="log level 'loud'"):
+        comm.log("x", level="loud")
+
+
+def test_shard_indices_match_the_headers_test_vectors():
+    expected = {0: [0, 8, 7, 3], 1: [9, 6, 2, 0], 2: [5, 4, 1, 9]}
+    for rank, indices in expected.items():
+        result = ddp.shard_indices(10, rank, 3, seed=42)
+        assert result.dtype == np.int64 and result.tolist() == indices
+    assert ddp.shard_indices(10, 1, 3, seed=42, strategy="contiguous").tolist() == [6, 4, 7, 2]
+    assert ddp.shard_indices(10, 2, 3, seed=42, drop_last=True).tolist() == [5, 4, 1]
+    assert ddp.shard_indices(10, 1, 3, shuffle=False).tolist() == [1, 4, 7, 0]
+    assert ddp.shard_count(10, 3, drop_last=True) == 3
+
+
+def test_shard_indices_bad_arguments_raise():
+    with pytest.raises(ddp.InvalidArgumentError, match="rank"):
+        ddp.shard_indices(10, 3, 3)
+    with pytest.raises(ValueError, match="strategy 'blocks'"):
+        ddp.shard_indices(10, 0, 3, strategy="blocks")
+    with pytest.raises(ValueError, match="non-negative"):
+        ddp.shard_indices(10, 0, 3, seed=-1)
+
+
+def distributed_sampler_without_shuffle(n, num_replicas, rank, drop_last):
+    """torch.utils.data.DistributedSampler's indices with shuffle=False, transcribed."""
+    if drop_last and n % num_replicas != 0:
+        num_samples = -(-(n - num_replicas) // num_replicas)
+    else:
+        num_samples = -(-n // num_replicas)
+    total = num_samples * num_replicas
+    indices = list(range(n))
+    if not drop_last:
+        padding = total - len(indices)
+        if padding <= len(indices):
+            indices += indices[:padding]
+        else:
+            indices += (indices * -(-padding // len(indices)))[:padding]
+    else:
+        indices = indices[:total]
+    return indices[rank:total:num_replicas]
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 10, 12, 13])
+@pytest.mark.parametrize("world", [1, 2, 3, 5])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_sampler_equals_distributed_sampler_without_shuffle(n, world, drop_last):
+    for rank in range(world):
+        sampler = ddp.ShardedSampler(n, num_replicas=world, rank=rank, shuffle=False,
+                                     drop_last=drop_last)
+        expected = distributed_sampler_without_shuffle(n, world, rank, drop_last)
+        assert list(sampler) == expected and len(sampler) == len(expected)
+
+
+def test_sampler_with_shuffle_covers_the_data_set_and_reshuffles_per_epoch():
+    samplers = [ddp.ShardedSampler(list(range(12)), num_replicas=3, rank=r, seed=7)
+                for r in range(3)]
+    epoch0 = [list(s) for s in samplers]
+    assert sorted(sum(epoch0, [])) == list(range(12))
+    for sampler in samplers:
+        sampler.set_epoch(1)
+    epoch1 = [list(s) for s in samplers]
+    assert sorted(sum(epoch1, [])) == list(range(12)) and epoch1 != epoch0
+    samplers[0].set_epoch(0)
+    assert list(samplers[0]) == epoch0[0]
+
+
+def test_sampler_takes_rank_and_size_from_the_communicator(comm):
+    sampler = ddp.ShardedSampler(range(5))
+    assert (sampler.rank, sampler.num_replicas, len(sampler)) == (0, 1, 5)
+    with pytest.raises(ValueError, match="rank 4 is not in"):
+        ddp.ShardedSampler(5, num_replicas=2, rank=4)
+
+
+def test_library_lookup_names_what_it_tried(tmp_path):
+    environment = {**os.environ, "DDP_LIBRARY": str(tmp_path / "missing.so"),
+                   "LD_LIBRARY_PATH": ""}
+    result = subprocess.run([sys.executable, "-c", "import ddp"], env=environment,
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "libddp.so not found; set DDP_LIBRARY" in result.stderr
+    assert "missing.so (from DDP_LIBRARY)" in result.stderr
+
+
+def test_finalized_communicator_raises_not_initialized():
+    result = subprocess.run([sys.executable, "-c", """
+import ddp, numpy as np
+comm = ddp.init(backend="self")
+comm.finalize(); comm.finalize()
+try:
+    comm.allreduce([np.ones(2)])
+except ddp.NotInitializedError as error:
+    print("raised", error.status_name)
+"""], capture_output=True, text=True, cwd=ROOT)
+    assert "raised DDP_ERR_NOT_INITIALIZED" in result.stdout, result.stderr
