@@ -1,0 +1,182 @@
+"""The Python API across real MPI ranks: run under `mpirun -np 2` and `-np 3`
+(scripts/run-python-tests). mpi4py computes the references independently."""
+import os
+
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import ddp
+
+pytestmark = pytest.mark.skipif("OMPI_COMM_WORLD_SIZE" not in os.environ,
+                                reason="needs mpirun (scripts/run-python-tests)")
+
+WORLD = MPI.COMM_WORLD
+DTYPES = [np.int8, np.int32, np.int64, np.uint8, np.float16, np.float32, np.float64,
+          ml_dtypes.bfloat16]
+
+
+@pytest.fixture(scope="module")
+def comm():
+    with ddp.init(timeout=60) as world:
+        yield world
+
+
+def rank_values(dtype, count, rank):
+    """Small values that every dtype holds exactly, different on every rank."""
+    return ((np.arange(count) + 3 * rank) % 5 + 1).astype(dtype)
+
+
+def reference(op, dtype, count):
+    stacked = np.stack([rank_values(np.float64, count, r) for r in range(WORLD.size)])
+    result = {"sum": stacked.sum(0), "avg": stacked.mean(0), "min": stacked.min(0),
+              "max": stacked.max(0), "prod": stacked.prod(0)}[op]
+    return result.astype(dtype)
+
+
+def test_queries_agree_with_mpi(comm):
+    assert (comm.rank, comm.size, comm.backend) == (WORLD.rank, WORLD.size, "mpi")
+    assert comm.local_size == WORLD.size and 0 <= comm.local_rank < comm.local_size
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", ["sum", "avg", "min", "max", "prod"])
+def test_allreduce_every_dtype_and_op(comm, dtype, op):
+    if op == "avg" and not np.issubdtype(np.dtype(dtype), np.floating) and \
+            np.dtype(dtype) != ml_dtypes.bfloat16:
+        with pytest.raises(ddp.InvalidArgumentError, match="AVG needs floating"):
+            comm.allreduce([rank_values(dtype, 3, comm.rank)], op=op)
+        return
+    tensors = [rank_values(dtype, count, comm.rank) for count in (1, 7, 0, 1000, 20000)]
+    comm.allreduce(tensors, op=op)
+    for tensor, count in zip(tensors, (1, 7, 0, 1000, 20000)):
+        np.testing.assert_array_equal(tensor.astype(np.float64),
+                                      reference(op, dtype, count).astype(np.float64))
+
+
+@pytest.mark.parametrize("fusion_bytes", [-1, 4096, None])
+def test_allreduce_with_and_without_fusion(comm, fusion_bytes):
+    tensors = [rank_values(np.float32, n, comm.rank) for n in (3, 100, 5000, 70000)]
+    comm.allreduce(tensors, op="sum", fusion_bytes=fusion_bytes)
+    for tensor, n in zip(tensors, (3, 100, 5000, 70000)):
+        np.testing.assert_array_equal(tensor, reference("sum", np.float32, n))
+
+
+def test_allreduce_async_overlaps_and_waits(comm):
+    gradients = [rank_values(np.float32, n, comm.rank) for n in (10, 200000)]
+    request = comm.allreduce_async(gradients, op="sum")
+    busy = np.ones((64, 64)) @ np.ones((64, 64))  # host work while it runs
+    while not request.done():
+        pass
+    assert request.wait() is gradients and busy[0, 0] == 64
+    np.testing.assert_array_equal(gradients[1], reference("sum", np.float32, 200000))
+
+
+def test_allreduce_async_of_mismatched_lists_raises_at_wait(comm):
+    request = comm.allreduce_async([np.ones(3 + comm.rank, dtype=np.float32)])
+    with pytest.raises(ddp.MismatchError):
+        request.wait()
+
+
+def test_broadcast_from_every_root(comm):
+    for root in range(comm.size):
+        params = [np.full(5, comm.rank, dtype=np.float64), np.full((2, 2), comm.rank, np.int32)]
+        comm.broadcast(params, root=root)
+        assert (params[0] == root).all() and (params[1] == root).all()
+
+
+def test_reduce_to_the_last_rank(comm):
+    root = comm.size - 1
+    values = rank_values(np.int64, 10, comm.rank)
+    original = values.copy()
+    comm.reduce([values], op="sum", root=root)
+    expected = reference("sum", np.int64, 10) if comm.rank == root else original
+    np.testing.assert_array_equal(values, expected)
+
+
+def test_sync_optimizer_state_of_nested_structure(comm):
+    state = {"state": {0: {"exp_avg": np.full(4, comm.rank, np.float32), "step": comm.rank + 1},
+                       1: {"exp_avg": np.full(2, comm.rank, np.float64), "step": comm.rank}},
+             "param_groups": [{"lr": 0.1 * (comm.rank + 1), "betas": (0.9, 0.999 - comm.rank)}]}
+    synced = comm.sync_optimizer_state(state, root=0)
+    assert (state["state"][0]["exp_avg"] == 0).all() and (state["state"][1]["exp_avg"] == 0).all()
+    assert synced["state"][0]["step"] == 1 and synced["state"][1]["step"] == 0
+    assert synced["param_groups"][0]["lr"] == pytest.approx(0.1)
+    assert synced["param_groups"][0]["betas"] == (0.9, 0.999)
+    assert synced["state"][0]["exp_avg"] is state["state"][0]["exp_avg"]
+
+
+def test_sync_optimizer_state_with_different_structure_raises_on_every_rank(comm):
+    state = {"m": np.zeros(4 if comm.rank == 0 else 5, np.float32), "step": 3}
+    with pytest.raises(ddp.MismatchError, match="leaf"):
+        comm.sync_optimizer_state(state)
+
+
+def test_mismatched_lists_raise_on_every_rank_naming_the_tensor(comm):
+    tensors = [np.ones(4, np.float32), np.ones(4 if comm.rank == 0 else 6, np.float32)]
+    with pytest.raises(ddp.MismatchError) as caught:
+        comm.allreduce(tensors)
+    assert caught.value.status_name == "DDP_ERR_MISMATCH"
+    assert "tensor" in caught.value.message and "rank" in caught.value.message
+    comm.allreduce([np.ones(2, np.float32)])  # still usable
+
+
+def test_a_rank_with_bad_arguments_makes_peers_raise_mismatch(comm):
+    if comm.rank == 0:
+        with pytest.raises(ddp.InvalidArgumentError):
+            comm.allreduce([np.ones(2, np.int32)], op="avg")
+    else:
+        with pytest.raises(ddp.MismatchError):
+            comm.allreduce([np.ones(2, np.int32)], op="sum")
+
+
+def test_check_replicas_names_the_differing_tensor(comm):
+    same = [np.arange(4.0), np.ones(3)]
+    assert comm.check_replicas(same)
+    different = [np.arange(4.0), np.full(3, 1.0 if comm.rank == 0 else 2.0)]
+    result = comm.check_replicas(different)
+    assert not result and "tensor 1 (f64[3]) differs" in result.message
+
+
+def test_check_replicas_of_jax_arrays_through_dlpack(comm):
+    assert comm.check_replicas([jnp.arange(16, dtype=jnp.float32)])
+    assert not comm.check_replicas([jnp.full(3, comm.rank, dtype=jnp.int32)])
+
+
+def test_barrier_and_log(comm, caplog):
+    comm.barrier()
+    with caplog.at_level("INFO", logger="ddp"):
+        comm.log("step done")
+    assert any(r.getMessage().startswith(f"[ddp {comm.rank}/{comm.size} ")
+               for r in caplog.records)
+
+
+def test_sampler_shards_are_disjoint_and_cover_the_data_set(comm):
+    for drop_last in (False, True):
+        sampler = ddp.ShardedSampler(11, shuffle=True, seed=3, drop_last=drop_last)
+        sampler.set_epoch(2)
+        mine = list(sampler)
+        everyone = WORLD.allgather(mine)
+        assert len({len(shard) for shard in everyone}) == 1
+        flat = sum(everyone, [])
+        if drop_last:
+            assert len(set(flat)) == len(flat) == (11 // comm.size) * comm.size
+        else:
+            assert set(flat) == set(range(11))
+
+
+def test_adopting_an_mpi4py_communicator(comm):
+    """A split communicator (even and odd ranks) adopted through py2f()."""
+    # A second live world communicator is refused; finalize, adopt, then restore.
+    comm.finalize()
+    half = WORLD.Split(WORLD.rank % 2, WORLD.rank)
+    with ddp.init(comm=half, timeout=60) as adopted:
+        assert (adopted.rank, adopted.size) == (half.rank, half.size)
+        values = np.full(3, float(WORLD.rank))
+        adopted.allreduce([values], op="sum")
+        expected = sum(r for r in range(WORLD.size) if r % 2 == WORLD.rank % 2)
+        np.testing.assert_array_equal(values, expected)
+    half.Free()
+    assert MPI.Is_initialized() and not MPI.Is_finalized()
