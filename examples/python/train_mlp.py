@@ -1,0 +1,86 @@
+"""Data-parallel training of a small NumPy MLP with libddp.
+
+    mpirun -np 2 .venv/bin/python examples/python/train_mlp.py
+
+Each rank draws its own share of a synthetic regression data set through a
+ShardedSampler, computes gradients on it, and averages them with one
+allreduce of the whole gradient list per step, as PyTorch DDP would. Rank 0
+prints the loss and a progress bar; the run ends by checking that every rank
+holds bitwise the same parameters.
+"""
+import sys
+
+import numpy as np
+
+import ddp
+
+N_ITEMS, N_FEATURES, HIDDEN = 4096, 8, 32
+EPOCHS, BATCH, LEARNING_RATE = 15, 64, 0.05
+
+
+def synthetic_data():
+    """The same data set on every rank: y = a fixed random network of x, plus noise."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((N_ITEMS, N_FEATURES)).astype(np.float32)
+    teacher = rng.standard_normal((N_FEATURES, 1)).astype(np.float32)
+    y = np.tanh(x @ teacher) + 0.05 * rng.standard_normal((N_ITEMS, 1)).astype(np.float32)
+    return x, y
+
+
+def initial_parameters(seed):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((N_FEATURES, HIDDEN)).astype(np.float32) / np.sqrt(N_FEATURES),
+            np.zeros(HIDDEN, np.float32),
+            rng.standard_normal((HIDDEN, 1)).astype(np.float32) / np.sqrt(HIDDEN),
+            np.zeros(1, np.float32)]
+
+
+def loss_and_gradients(params, x, y):
+    w1, b1, w2, b2 = params
+    hidden = np.tanh(x @ w1 + b1)
+    error = hidden @ w2 + b2 - y
+    loss = float(np.mean(error ** 2))
+    d_out = 2 * error / len(x)
+    d_hidden = (d_out @ w2.T) * (1 - hidden ** 2)
+    return loss, [x.T @ d_hidden, d_hidden.sum(0), hidden.T @ d_out, d_out.sum(0)]
+
+
+def progress(epoch, loss):
+    """One bar redrawn in place on a terminal; one line per epoch in a log."""
+    done = 30 * (epoch + 1) // EPOCHS
+    redraw = sys.stdout.isatty() and epoch + 1 < EPOCHS
+    print(f"\r[{'#' * done}{'.' * (30 - done)}] epoch {epoch + 1:2d}/{EPOCHS} loss {loss:.4f}",
+          end="" if redraw else "\n", flush=True)
+
+
+def main():
+    x, y = synthetic_data()
+    with ddp.init() as comm:
+        # Different random starts on purpose: the broadcast makes them equal.
+        params = initial_parameters(seed=comm.rank)
+        comm.broadcast(params, root=0)
+        sampler = ddp.ShardedSampler(N_ITEMS, seed=1)
+        if comm.rank == 0:
+            print(f"{comm.size} ranks ({comm.backend}), {len(sampler)} items each")
+        for epoch in range(EPOCHS):
+            sampler.set_epoch(epoch)
+            order = sampler.indices()
+            epoch_loss = np.zeros(1)
+            for start in range(0, len(order), BATCH):
+                batch = order[start:start + BATCH]
+                loss, grads = loss_and_gradients(params, x[batch], y[batch])
+                comm.allreduce(grads, op="avg")
+                for param, grad in zip(params, grads):
+                    param -= LEARNING_RATE * grad
+                epoch_loss += loss * len(batch) / len(order)
+            comm.allreduce([epoch_loss], op="avg")
+            if comm.rank == 0:
+                progress(epoch, epoch_loss[0])
+        replicas = comm.check_replicas(params)
+        if comm.rank == 0:
+            print("replicas identical" if replicas else f"replicas differ: {replicas.message}")
+        return 0 if replicas else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
