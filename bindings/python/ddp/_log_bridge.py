@@ -1,4 +1,5 @@
 """Routes libddp's log lines into Python's `logging` (logger "ddp")."""
+import atexit
 import logging
 
 from . import _ffi
@@ -20,8 +21,16 @@ _CALLBACK = _ffi.ddp_log_callback(_forward)
 
 
 def route_to_logging():
-    """From now on every libddp line goes to logging.getLogger("ddp")."""
+    """From now on every libddp line goes to logging.getLogger("ddp"), until
+    the interpreter exits: lines libddp writes after that (from its own
+    clean-up) go to stderr instead of into a finalized interpreter."""
     _ffi.ddp_set_log_callback(_CALLBACK, None)
+    atexit.unregister(_route_to_stderr)
+    atexit.register(_route_to_stderr)
+
+
+def _route_to_stderr():
+    _ffi.ddp_set_log_callback(_ffi.ddp_log_callback(), None)
 
 
 def ddp_level(level):

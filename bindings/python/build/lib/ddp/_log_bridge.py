@@ -1,0 +1,35 @@
+"""Routes libddp's log lines into Python's `logging` (logger "ddp")."""
+import logging
+
+from . import _ffi
+
+LOGGER = logging.getLogger("ddp")
+LEVEL_OF_DDP = {_ffi.DDP_LOG_DEBUG: logging.DEBUG, _ffi.DDP_LOG_INFO: logging.INFO,
+                _ffi.DDP_LOG_WARN: logging.WARNING, _ffi.DDP_LOG_ERROR: logging.ERROR}
+DDP_LEVEL_OF_NAME = {"debug": _ffi.DDP_LOG_DEBUG, "info": _ffi.DDP_LOG_INFO,
+                     "warn": _ffi.DDP_LOG_WARN, "warning": _ffi.DDP_LOG_WARN,
+                     "error": _ffi.DDP_LOG_ERROR}
+
+
+def _forward(level, line, user):
+    LOGGER.log(LEVEL_OF_DDP.get(level, level), "%s", line.decode("utf-8", "replace"))
+
+
+# Kept at module level: libddp calls it for the rest of the process's life.
+_CALLBACK = _ffi.ddp_log_callback(_forward)
+
+
+def route_to_logging():
+    """From now on every libddp line goes to logging.getLogger("ddp")."""
+    _ffi.ddp_set_log_callback(_CALLBACK, None)
+
+
+def ddp_level(level):
+    """A ddp_log_level from a name ("info") or a logging level (logging.INFO)."""
+    if isinstance(level, str) and level.lower() in DDP_LEVEL_OF_NAME:
+        return DDP_LEVEL_OF_NAME[level.lower()]
+    for ddp_value, python_value in LEVEL_OF_DDP.items():
+        if level == python_value:
+            return ddp_value
+    raise ValueError(f"log level {level!r}: expected debug, info, warn or error "
+                     "(or logging.DEBUG/INFO/WARNING/ERROR)")

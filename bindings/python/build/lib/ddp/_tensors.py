@@ -1,0 +1,173 @@
+"""Turns the caller's arrays into a ddp_tensor array without copying them.
+
+Accepted, in this order: NumPy arrays, objects with __dlpack__ (PyTorch, JAX,
+CuPy, NumPy), objects with __cuda_array_interface__, and buffer-protocol
+objects (memoryview, bytearray, array.array). An array that is not contiguous,
+or read-only where the call writes into it, raises ValueError: libddp works in
+place, and a hidden copy would leave the caller's array unchanged.
+"""
+import ctypes
+
+import numpy as np
+
+from . import _ffi
+
+DTYPE_OF_NUMPY_NAME = {"int8": _ffi.DDP_DTYPE_I8, "int32": _ffi.DDP_DTYPE_I32,
+                       "int64": _ffi.DDP_DTYPE_I64, "uint8": _ffi.DDP_DTYPE_U8,
+                       "float16": _ffi.DDP_DTYPE_F16, "float32": _ffi.DDP_DTYPE_F32,
+                       "float64": _ffi.DDP_DTYPE_F64, "bfloat16": _ffi.DDP_DTYPE_BF16}
+DTYPE_VALUES = {int(dtype) for dtype in _ffi.ddp_dtype}
+DLPACK_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
+# Frameworks whose arrays are immutable but export unversioned DLPack, which
+# cannot carry a read-only flag: writing into their memory would change values
+# the framework assumes constant.
+IMMUTABLE_ARRAY_MODULES = {"jax", "jaxlib"}
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
+                ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_is_valid.restype = ctypes.c_int
+
+
+class TensorList:
+    """A ctypes array of ddp_tensor plus the objects that keep its memory alive
+    (the arrays and DLPack capsules) for as long as libddp may touch it."""
+
+    def __init__(self, tensors, writes, what="tensor"):
+        items = list(tensors)
+        self.keep_alive = list(items)
+        self.array = (_ffi.ddp_tensor * len(items))()
+        for index, item in enumerate(items):
+            self.array[index] = self._describe(item, writes, f"{what} {index}")
+
+    def __len__(self):
+        return len(self.array)
+
+    def _describe(self, item, writes, where):
+        if isinstance(item, np.ndarray):
+            return from_numpy(item, writes, where)
+        if hasattr(item, "__dlpack__"):
+            return self._from_dlpack(item, writes, where)
+        if hasattr(item, "__cuda_array_interface__"):
+            return from_cuda_array_interface(item.__cuda_array_interface__, writes, where)
+        try:
+            view = memoryview(item)
+        except TypeError:
+            raise TypeError(f"{where}: expected an array (NumPy, __dlpack__, "
+                            f"__cuda_array_interface__ or a buffer), got {type(item).__name__}"
+                            ) from None
+        array = np.asarray(view)  # a view of the same memory, read-only if the buffer is
+        self.keep_alive.append(array)
+        return from_numpy(array, writes, where)
+
+    def _from_dlpack(self, item, writes, where):
+        if writes and type(item).__module__.split(".")[0] in IMMUTABLE_ARRAY_MODULES:
+            raise ValueError(f"{where}: {type(item).__name__} is immutable, and this call "
+                             "writes into it; reduce a NumPy copy (np.array(x)) and convert "
+                             "the result back")
+        try:
+            capsule = item.__dlpack__(max_version=(1, 0))
+        except TypeError:  # a producer older than DLPack 1.0 takes no max_version
+            capsule = item.__dlpack__()
+        except BufferError as error:
+            raise ValueError(f"{where}: its __dlpack__ refused to export it ({error})") from None
+        self.keep_alive.append(capsule)  # its destructor frees the tensor after we are done
+        if _capsule_is_valid(capsule, b"dltensor_versioned"):
+            managed = _DLManagedTensorVersioned.from_address(
+                _capsule_pointer(capsule, b"dltensor_versioned"))
+            read_only = bool(managed.flags & DLPACK_READ_ONLY)
+        elif _capsule_is_valid(capsule, b"dltensor"):
+            managed = _DLManagedTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
+            read_only = False  # unversioned DLPack cannot say; the producer exported it
+        else:
+            raise ValueError(f"{where}: __dlpack__ returned something that is not a DLPack "
+                             "capsule (or one already consumed)")
+        return from_dltensor(managed.dl_tensor, read_only and writes, where)
+
+
+def from_numpy(array, writes, where):
+    dtype = DTYPE_OF_NUMPY_NAME.get(array.dtype.name)
+    if dtype is None:
+        raise ValueError(f"{where}: dtype {array.dtype} is not one libddp reduces "
+                         f"(one of {', '.join(DTYPE_OF_NUMPY_NAME)})")
+    if not array.dtype.isnative:
+        raise ValueError(f"{where}: dtype {array.dtype} is not in native byte order")
+    if not (array.flags.c_contiguous or array.flags.f_contiguous):
+        raise ValueError(f"{where}: the array is not contiguous (strides {array.strides}); "
+                         "libddp works in place, so pass np.ascontiguousarray(a) and use "
+                         "that array")
+    if writes and not array.flags.writeable:
+        raise ValueError(f"{where}: the array is read-only, and this call writes into it")
+    return _ffi.ddp_tensor(array.ctypes.data, array.size, dtype, _ffi.DDP_DEVICE_CPU, 0)
+
+
+def from_dltensor(tensor, read_only_and_writes, where):
+    shape = [tensor.shape[i] for i in range(tensor.ndim)]
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if tensor.strides and count > 0:
+        expected = 1
+        for axis in reversed(range(tensor.ndim)):
+            if shape[axis] != 1 and tensor.strides[axis] != expected:
+                raise ValueError(f"{where}: the tensor is not contiguous (shape {shape}, strides "
+                                 f"{[tensor.strides[i] for i in range(tensor.ndim)]}); "
+                                 "libddp works in place, so pass a contiguous tensor")
+            expected *= shape[axis]
+    if tensor.dtype.lanes != 1:
+        raise ValueError(f"{where}: vector dtypes (lanes={tensor.dtype.lanes}) are not supported")
+    dtype = (tensor.dtype.code << 8) | tensor.dtype.bits
+    if dtype not in DTYPE_VALUES:
+        raise ValueError(f"{where}: DLPack dtype code {tensor.dtype.code} with "
+                         f"{tensor.dtype.bits} bits is not one libddp reduces")
+    if read_only_and_writes:
+        raise ValueError(f"{where}: the tensor is read-only, and this call writes into it")
+    return _ffi.ddp_tensor((tensor.data or 0) + tensor.byte_offset, count, dtype,
+                           tensor.device.device_type, tensor.device.device_id)
+
+
+def from_cuda_array_interface(interface, writes, where):
+    typestr = interface["typestr"]
+    dtype = DTYPE_OF_NUMPY_NAME.get(np.dtype(typestr).name)
+    if dtype is None:
+        raise ValueError(f"{where}: dtype {typestr} is not one libddp reduces")
+    shape = interface["shape"]
+    itemsize = np.dtype(typestr).itemsize
+    strides = interface.get("strides")
+    if strides is not None and strides != tuple(
+            itemsize * int(np.prod(shape[axis + 1:], dtype=np.int64))
+            for axis in range(len(shape))):
+        raise ValueError(f"{where}: the CUDA array is not contiguous (strides {strides})")
+    pointer, read_only = interface["data"]
+    if writes and read_only:
+        raise ValueError(f"{where}: the CUDA array is read-only, and this call writes into it")
+    # The interface does not name the device; libddp refuses CUDA tensors in
+    # this version anyway, with DDP_ERR_UNSUPPORTED.
+    return _ffi.ddp_tensor(pointer, int(np.prod(shape, dtype=np.int64)), dtype,
+                           _ffi.DDP_DEVICE_CUDA, 0)
