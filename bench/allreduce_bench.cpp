@@ -16,6 +16,8 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <numeric>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -140,14 +142,33 @@ void bench_list(FILE* csv, const std::string& label, const GradientList& g, int 
     strategies.emplace_back("(c) one flat buffer", [&] {
         MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     });
+    // The same list as views into (c)'s flat buffer, as a user who keeps one
+    // (ComponentArrays, a destructured model) would pass it.
+    std::vector<ddp_tensor> views;
+    int64_t offset = 0;
+    for (int64_t count : g.counts) {
+        views.push_back({flat.data() + offset, count, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0});
+        offset += count;
+    }
+    strategies.emplace_back("libddp, views of (c)", [&] {
+        ddp_allreduce_tensor_list(world, views.data(), static_cast<int64_t>(views.size()), DDP_OP_SUM, nullptr);
+    });
     strategies.emplace_back("memcpy (floor)", [&] { std::memcpy(copy.data(), flat.data(), flat.size() * sizeof(float)); });
-    // Rounds of every strategy in turn, so that the machine's drift touches all alike.
+    // Rounds of every strategy in turn, so that the machine's drift touches all
+    // alike, in a new order each round (the same on every rank: fixed seed): a
+    // strategy that always ran right after memcpy would always find the caches
+    // flushed, and one that always ran after (a) would find the tensors cached.
     std::vector<std::vector<double>> seconds(strategies.size());
-    for (int round = 0; round < 2 + runs; ++round)
-        for (size_t k = 0; k < strategies.size(); ++k) {
+    std::vector<size_t> order(strategies.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::mt19937 shuffler(12345);
+    for (int round = 0; round < 2 + runs; ++round) {
+        std::shuffle(order.begin(), order.end(), shuffler);
+        for (size_t k : order) {
             const Stats one = time_runs(0, 1, strategies[k].second);
             if (round >= 2) seconds[k].push_back(one.median);
         }
+    }
     std::vector<Stats> stats;
     for (auto& v : seconds) {
         std::sort(v.begin(), v.end());

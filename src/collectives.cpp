@@ -39,15 +39,42 @@ void unpack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_te
     }
 }
 
-// Runs `step_call(data, elements, dtype)` for every plan step, on the bucket
-// for fused steps (packing before when `pack_before`, unpacking after when
-// `unpack_after`) and on the tensor itself otherwise.
+// Whether this rank's members of a fused step already lie back to back in
+// memory (views into one flat gradient buffer, as ComponentArrays or a
+// destructured model give): then the step runs on them in place, with no
+// packing. Only the buffer differs between ranks, never the MPI call, so ranks
+// with different memory layouts still issue the same operations.
+const std::byte* contiguous_members(const FusionPlan& plan, const PlanStep& step,
+                                    std::span<const ddp_tensor> tensors) {
+    const auto members = plan.members_of(step);
+    const auto* start = static_cast<const std::byte*>(tensors[static_cast<size_t>(members[0])].data);
+    const std::byte* next = start;
+    for (int64_t index : members) {
+        const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
+        if (byte_size(tensor) == 0) continue;
+        if (tensor.data != next) return nullptr;
+        next += byte_size(tensor);
+    }
+    return start;
+}
+
+// Runs `step_call(data, elements, dtype)` for every plan step: on the tensor
+// itself for single tensors and for members already contiguous in memory,
+// else on the bucket (packing before when `pack_before`, unpacking after when
+// `unpack_after`).
 template <typename StepCall>
 void run_plan(Communicator& comm, const FusionPlan& plan, std::span<const ddp_tensor> tensors,
               bool pack_before, bool unpack_after, double divisor, StepCall step_call) {
     std::byte* bucket = comm.fusion_buffer(static_cast<size_t>(plan.largest_bucket_bytes)).data();
     for (const PlanStep& step : plan.steps) {
         if (step.fused) {
+            if (const std::byte* in_place = contiguous_members(plan, step, tensors)) {
+                auto* data = const_cast<std::byte*>(in_place);  // the caller's own, writable
+                step_call(static_cast<void*>(data), step.elements, step.dtype);
+                if (unpack_after && divisor != 1.0)
+                    divide_copy(data, data, step.elements, step.dtype, divisor);
+                continue;
+            }
             if (pack_before) pack(plan, step, tensors, bucket);
             step_call(static_cast<void*>(bucket), step.elements, step.dtype);
             if (unpack_after) unpack(plan, step, tensors, bucket, divisor);

@@ -8,7 +8,12 @@ namespace ddp {
 
 namespace {
 
-void check_device(const ddp_tensor& tensor, const std::string& where) {
+// "tensors[3]": built only when a check fails, as lists are checked on every call.
+std::string tensor_name(const char* what, size_t index) {
+    return std::string(what) + "[" + std::to_string(index) + "]";
+}
+
+void check_device(const ddp_tensor& tensor, const char* what, size_t index) {
     switch (static_cast<int>(tensor.device_type)) {
     case DDP_DEVICE_CPU:
     case DDP_DEVICE_CUDA_HOST:
@@ -17,11 +22,12 @@ void check_device(const ddp_tensor& tensor, const std::string& where) {
     case DDP_DEVICE_CUDA_MANAGED:
     case DDP_DEVICE_ROCM:
         fail(DDP_ERR_UNSUPPORTED,
-             where + " is a GPU buffer (device_type " + std::to_string(tensor.device_type) +
+             tensor_name(what, index) + " is a GPU buffer (device_type " + std::to_string(tensor.device_type) +
                  ", device " + std::to_string(tensor.device_id) +
                  "): this version of libddp reduces CPU buffers only; copy it to the host first");
     default:
-        fail(DDP_ERR_INVALID_ARGUMENT, where + ".device_type " + std::to_string(tensor.device_type) +
+        fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, index) + ".device_type " +
+                                           std::to_string(tensor.device_type) +
                                            " is not a ddp_device_type");
     }
 }
@@ -38,20 +44,20 @@ std::span<const ddp_tensor> checked_tensor_list(const ddp_tensor* tensors, int64
     std::span<const ddp_tensor> list(tensors, static_cast<size_t>(n));
     for (size_t i = 0; i < list.size(); ++i) {
         const ddp_tensor& tensor = list[i];
-        const std::string where = std::string(what) + "[" + std::to_string(i) + "]";
         if (!is_valid_dtype(tensor.dtype))
-            fail(DDP_ERR_INVALID_ARGUMENT, where + ".dtype " + dtype_name(tensor.dtype) +
-                                               " is not a ddp_dtype");
+            fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, i) + ".dtype " +
+                                               dtype_name(tensor.dtype) + " is not a ddp_dtype");
         if (tensor.count < 0)
-            fail(DDP_ERR_INVALID_ARGUMENT,
-                 where + ".count is " + std::to_string(tensor.count) + "; it must be >= 0");
+            fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, i) + ".count is " +
+                                               std::to_string(tensor.count) + "; it must be >= 0");
         if (tensor.count > std::numeric_limits<int64_t>::max() / 8)
-            fail(DDP_ERR_INVALID_ARGUMENT, where + ".count " + std::to_string(tensor.count) +
+            fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, i) + ".count " +
+                                               std::to_string(tensor.count) +
                                                " is too large to address in bytes");
         if (tensor.count > 0 && tensor.data == nullptr)
-            fail(DDP_ERR_INVALID_ARGUMENT,
-                 where + ".data is NULL but its count is " + std::to_string(tensor.count));
-        check_device(tensor, where);
+            fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, i) + ".data is NULL but its count is " +
+                                               std::to_string(tensor.count));
+        check_device(tensor, what, i);
     }
     return list;
 }

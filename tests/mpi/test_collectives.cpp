@@ -82,15 +82,26 @@ double tolerance(ddp_dtype dtype, double expected) {
     }
 }
 
-// A list of tensors of one dtype, owning its buffers.
+// A list of tensors of one dtype, owning its buffers: one buffer per tensor,
+// or (`views`) one flat buffer that the tensors are back-to-back views into.
 struct TensorList {
     std::vector<std::vector<unsigned char>> buffers;
     std::vector<ddp_tensor> tensors;
 
-    TensorList(ddp_dtype dtype, const std::vector<int64_t>& counts) {
-        for (int64_t count : counts) buffers.emplace_back(static_cast<size_t>(count) * width(dtype));
-        for (size_t t = 0; t < counts.size(); ++t)
-            tensors.push_back({counts[t] ? buffers[t].data() : nullptr, counts[t], dtype, DDP_DEVICE_CPU, 0});
+    TensorList(ddp_dtype dtype, const std::vector<int64_t>& counts, bool views = false) {
+        if (views) {
+            int64_t total = 0;
+            for (int64_t count : counts) total += count;
+            buffers.emplace_back(static_cast<size_t>(total) * width(dtype));
+        } else {
+            for (int64_t count : counts) buffers.emplace_back(static_cast<size_t>(count) * width(dtype));
+        }
+        size_t offset = 0;
+        for (size_t t = 0; t < counts.size(); ++t) {
+            unsigned char* data = views ? buffers[0].data() + offset : buffers[t].data();
+            tensors.push_back({counts[t] ? data : nullptr, counts[t], dtype, DDP_DEVICE_CPU, 0});
+            offset += static_cast<size_t>(counts[t]) * width(dtype);
+        }
     }
     // Rank r's contribution; `offset` distinguishes tensors of one list.
     void fill(int r) {
@@ -170,6 +181,38 @@ TEST(Allreduce, AThousandTinyTensorsAndAnEmptyList) {
         << message();
     expect_reduced(list, DDP_OP_SUM, "1000 tensors");
     EXPECT_EQ(ddp_allreduce_tensor_list(world, nullptr, 0, DDP_OP_SUM, nullptr), DDP_OK) << message();
+}
+
+// Views into one flat buffer are reduced where they lie, without packing;
+// ranks with different layouts (views on even ranks, separate buffers on
+// odd ones) must still issue the same operations and agree.
+TEST(Allreduce, ViewsIntoOneFlatBufferOnSomeRanks) {
+    const bool views = rank % 2 == 0;
+    ddp_allreduce_options small_buckets;
+    ddp_allreduce_options_init(&small_buckets);
+    small_buckets.fusion_bytes = 4096;
+    for (ddp_dtype dtype : {DDP_DTYPE_F32, DDP_DTYPE_BF16, DDP_DTYPE_I32}) {
+        const ddp_op op = floating(dtype) ? DDP_OP_AVG : DDP_OP_SUM;
+        for (const ddp_allreduce_options* opts : {static_cast<const ddp_allreduce_options*>(nullptr),
+                                                 static_cast<const ddp_allreduce_options*>(&small_buckets)}) {
+            SCOPED_TRACE(testing::Message() << "dtype 0x" << std::hex << dtype << std::dec
+                                            << (opts ? " 4 KiB buckets" : " default buckets"));
+            TensorList list(dtype, mixed_counts, views);
+            list.fill(rank);
+            ASSERT_EQ(ddp_allreduce_tensor_list(world, list.tensors.data(), list.n(), op, opts), DDP_OK)
+                << message();
+            expect_reduced(list, op, "allreduce of views");
+        }
+    }
+    const int root = size - 1;
+    TensorList list(DDP_DTYPE_F64, mixed_counts, views), expected(DDP_DTYPE_F64, mixed_counts, views);
+    list.fill(rank);
+    expected.fill(root);
+    ASSERT_EQ(ddp_broadcast_tensor_list(world, list.tensors.data(), list.n(), root), DDP_OK) << message();
+    EXPECT_EQ(list.buffers, expected.buffers) << "broadcast of views, rank " << rank;
+    list.fill(rank);
+    ASSERT_EQ(ddp_reduce_tensor_list(world, list.tensors.data(), list.n(), DDP_OP_SUM, root), DDP_OK) << message();
+    if (rank == root) expect_reduced(list, DDP_OP_SUM, "reduce of views at root");
 }
 
 TEST(Broadcast, FromTheLastRank) {
