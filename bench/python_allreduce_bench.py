@@ -4,9 +4,11 @@ a flat buffer that already holds every gradient (no packing cost).
 
     mpirun -np 2 .venv/bin/python bench/python_allreduce_bench.py MODEL.tsv [RUNS]
 
-Strategies are interleaved round by round so machine drift touches all alike;
+Strategies are interleaved round by round, in a new order each round, so that
+machine drift and cache state touch all alike;
 2 warm-up rounds, then the median (min, max) of RUNS rounds; rank 0 prints.
 """
+import random
 import sys
 import time
 
@@ -40,8 +42,12 @@ def main():
             "mpi4py flat buffer": lambda: world.Allreduce(MPI.IN_PLACE, flat),
         }
         times = {name: [] for name in strategies}
+        shuffler = random.Random(12345)  # the same order on every rank
+        order = list(strategies)
         for round_index in range(2 + runs):
-            for name, run in strategies.items():
+            shuffler.shuffle(order)  # no strategy always follows the same one
+            for name in order:
+                run = strategies[name]
                 world.Barrier()
                 start = time.perf_counter()
                 run()
