@@ -240,12 +240,14 @@ DDP_API ddp_status ddp_backend_name(const ddp_comm* comm, const char** name);
 
 typedef struct ddp_allreduce_options {
     uint32_t struct_size; /**< sizeof(ddp_allreduce_options) */
-    /** Largest fusion bucket in bytes. Tensors smaller than a quarter of it
-     *  are packed, in list order and by dtype, into buckets of at most this
-     *  size and reduced one bucket at a time; larger tensors are reduced in
-     *  place with no copy. 0 means DDP_FUSION_BYTES from the environment,
-     *  else 1 MiB (see bench/ and README for the measurements). -1 turns
-     *  fusion off: every tensor is reduced in place by itself. */
+    /** Largest fusion bucket in bytes. Tensors under 64 KiB (or under this
+     *  size, if smaller) are packed, in list order and by dtype, into
+     *  buckets of at most this size and reduced one bucket at a time (in
+     *  place, with no copy, when a bucket's tensors already lie back to back
+     *  in memory); larger tensors are reduced in place with no copy. 0 means
+     *  DDP_FUSION_BYTES from the environment, else 1 MiB (see bench/ and
+     *  README for the measurements). -1 turns fusion off: every tensor is
+     *  reduced in place by itself. */
     int64_t fusion_bytes;
 } ddp_allreduce_options;
 
