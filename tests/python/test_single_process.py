@@ -159,6 +159,15 @@ def test_sync_optimizer_state_round_trip_keeps_structure_and_types(comm):
     assert list(synced) == list(state)
 
 
+def test_sync_optimizer_state_keeps_dict_types(comm):
+    import collections
+    state = collections.defaultdict(list, {"step": 2, "m": np.zeros(2)})
+    synced = comm.sync_optimizer_state(collections.OrderedDict(b=1.5, a=state))
+    assert type(synced) is collections.OrderedDict and list(synced) == ["b", "a"]
+    assert type(synced["a"]) is collections.defaultdict and synced["a"]["step"] == 2
+    assert state["step"] == 2  # the caller's containers are not modified
+
+
 def test_state_tree_order_is_independent_of_insertion_order():
     first, second = ([], []), ([], [])
     _state_tree.flatten({"b": 1, "a": np.zeros(1), 2: 5.0}, *first)

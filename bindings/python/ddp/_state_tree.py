@@ -6,6 +6,7 @@ Dict entries are visited in sorted key order, so two ranks that built the same
 state in different insertion orders still line up. Strings, None and bytes
 are configuration, not state: they are kept as they are and not compared.
 """
+import copy
 import numbers
 
 import numpy as np
@@ -43,10 +44,10 @@ def rebuild(state, values):
     """State with each number replaced, in flatten's order, by the next of values
     (converted back to the number's own type); arrays are kept as objects."""
     if isinstance(state, dict):
-        rebuilt = {key: None for key in state}  # keep the caller's key order
+        rebuilt = copy.copy(state)  # same type (OrderedDict, defaultdict) and key order
         for key in _sorted_keys(state):
             rebuilt[key] = rebuild(state[key], values)
-        return type(state)(rebuilt) if type(state) is not dict else rebuilt
+        return rebuilt
     if isinstance(state, (list, tuple)):
         items = [rebuild(item, values) for item in state]
         return type(state)(*items) if hasattr(state, "_fields") else type(state)(items)
