@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     ddp_init_options opts;
-    ddp_init_options_init(&opts);
+    ddp_init_options_init(&opts, sizeof opts);
     opts.mpi_comm_fortran = MPI_Comm_c2f(MPI_COMM_WORLD);
     if (ddp_init(&opts, &world) != DDP_OK) {
         std::fprintf(stderr, "ddp_init: %s\n", ddp_last_error_message());

@@ -24,7 +24,9 @@ std::vector<uint64_t> encode(const CallDescription& call) {
     words[scalars_word] = static_cast<uint64_t>(call.n_scalars);
     words[count_word] = call.tensors.size();
     for (size_t i = 0; i < call.tensors.size(); ++i) {
-        words[header_words + 2 * i] = static_cast<uint64_t>(call.tensors[i].dtype);
+        // dtype and device type in one word: both must match on every rank.
+        words[header_words + 2 * i] = static_cast<uint64_t>(static_cast<uint32_t>(call.tensors[i].dtype)) |
+                                      static_cast<uint64_t>(static_cast<uint32_t>(call.tensors[i].device_type)) << 32;
         words[header_words + 2 * i + 1] = static_cast<uint64_t>(call.tensors[i].count);
     }
     return words;
@@ -43,8 +45,10 @@ const char* kind_name(uint64_t kind) {
 }
 
 std::string tensor_text(std::span<const uint64_t> words, size_t index) {
-    return dtype_name(static_cast<int>(words[header_words + 2 * index])) + "[" +
-           std::to_string(words[header_words + 2 * index + 1]) + "]";
+    const uint64_t kind = words[header_words + 2 * index];
+    return dtype_name(static_cast<int>(kind & 0xffffffffu)) + "[" +
+           std::to_string(words[header_words + 2 * index + 1]) + "] on " +
+           device_type_name(static_cast<int>(kind >> 32));
 }
 
 // One sentence naming ranks a and b and what differs first between them.

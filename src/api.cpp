@@ -95,10 +95,11 @@ ddp_init_options default_init_options() {
     return opts;
 }
 
-ddp_allreduce_options default_allreduce_options() {
-    ddp_allreduce_options opts{};
+ddp_collective_options default_collective_options() {
+    ddp_collective_options opts{};
     opts.struct_size = sizeof opts;
     opts.fusion_bytes = 0;
+    opts.timeout_s = 0;
     return opts;
 }
 
@@ -193,16 +194,16 @@ DDP_API const char* ddp_version_string(void) {
 #undef DDP_STRINGIFY_
 }
 
-DDP_API ddp_status ddp_init_options_init(ddp_init_options* opts) {
-    return guarded([&] { require_not_null(opts, "opts") = default_init_options(); });
+DDP_API ddp_status ddp_init_options_init(ddp_init_options* opts, uint32_t struct_size) {
+    return guarded([&] { init_options(opts, struct_size, default_init_options(), "opts"); });
 }
 
-DDP_API ddp_status ddp_allreduce_options_init(ddp_allreduce_options* opts) {
-    return guarded([&] { require_not_null(opts, "opts") = default_allreduce_options(); });
+DDP_API ddp_status ddp_collective_options_init(ddp_collective_options* opts, uint32_t struct_size) {
+    return guarded([&] { init_options(opts, struct_size, default_collective_options(), "opts"); });
 }
 
-DDP_API ddp_status ddp_shard_options_init(ddp_shard_options* opts) {
-    return guarded([&] { require_not_null(opts, "opts") = default_shard_options(); });
+DDP_API ddp_status ddp_shard_options_init(ddp_shard_options* opts, uint32_t struct_size) {
+    return guarded([&] { init_options(opts, struct_size, default_shard_options(), "opts"); });
 }
 
 DDP_API ddp_status ddp_init(const ddp_init_options* opts_in, ddp_comm** world) {
@@ -270,7 +271,7 @@ DDP_API ddp_status ddp_backend_name(const ddp_comm* comm, const char** name) {
 }
 
 DDP_API ddp_status ddp_allreduce_tensor_list(ddp_comm* comm, const ddp_tensor* tensors, int64_t n,
-                                             ddp_op op, const ddp_allreduce_options* opts) {
+                                             ddp_op op, const ddp_collective_options* opts) {
     std::span<const ddp_tensor> list;
     ddp_op checked;
     int64_t fusion_bytes = 0;
@@ -281,7 +282,7 @@ DDP_API ddp_status ddp_allreduce_tensor_list(ddp_comm* comm, const ddp_tensor* t
                 list = checked_tensor_list(tensors, n, "tensors");
                 checked = checked_op(op, list);
                 fusion_bytes = effective_fusion_bytes(
-                    read_options(opts, default_allreduce_options(), "opts").fusion_bytes);
+                    read_options(opts, default_collective_options(), "opts").fusion_bytes);
             },
             [&](Communicator& c) { allreduce_list(c, list, checked, fusion_bytes); });
     });
@@ -289,7 +290,7 @@ DDP_API ddp_status ddp_allreduce_tensor_list(ddp_comm* comm, const ddp_tensor* t
 
 DDP_API ddp_status ddp_allreduce_tensor_list_async(ddp_comm* comm, const ddp_tensor* tensors,
                                                    int64_t n, ddp_op op,
-                                                   const ddp_allreduce_options* opts,
+                                                   const ddp_collective_options* opts,
                                                    ddp_request** request) {
     return guarded([&] {
         Communicator& c = live_comm(comm);
@@ -302,7 +303,7 @@ DDP_API ddp_status ddp_allreduce_tensor_list_async(ddp_comm* comm, const ddp_ten
             list.assign(span.begin(), span.end());
             checked = checked_op(op, list);
             fusion_bytes = effective_fusion_bytes(
-                read_options(opts, default_allreduce_options(), "opts").fusion_bytes);
+                read_options(opts, default_collective_options(), "opts").fusion_bytes);
         } catch (const Error&) {
             try {
                 c.run_in_order([&] { announce_invalid_call(c, CollectiveKind::allreduce); });
@@ -346,7 +347,7 @@ DDP_API ddp_status ddp_request_free(ddp_request* request) {
 }
 
 DDP_API ddp_status ddp_broadcast_tensor_list(ddp_comm* comm, const ddp_tensor* tensors, int64_t n,
-                                             int32_t root) {
+                                             int32_t root, const ddp_collective_options* opts) {
     std::span<const ddp_tensor> list;
     return guarded([&] {
         collective(
@@ -360,7 +361,8 @@ DDP_API ddp_status ddp_broadcast_tensor_list(ddp_comm* comm, const ddp_tensor* t
 }
 
 DDP_API ddp_status ddp_reduce_tensor_list(ddp_comm* comm, const ddp_tensor* tensors, int64_t n,
-                                          ddp_op op, int32_t root) {
+                                          ddp_op op, int32_t root,
+                                          const ddp_collective_options* opts) {
     std::span<const ddp_tensor> list;
     ddp_op checked;
     return guarded([&] {
@@ -376,7 +378,8 @@ DDP_API ddp_status ddp_reduce_tensor_list(ddp_comm* comm, const ddp_tensor* tens
 }
 
 DDP_API ddp_status ddp_sync_optimizer_state(ddp_comm* comm, const ddp_tensor* leaves, int64_t n,
-                                            double* scalars, int64_t n_scalars, int32_t root) {
+                                            double* scalars, int64_t n_scalars, int32_t root,
+                                            const ddp_collective_options* opts) {
     std::span<const ddp_tensor> list;
     return guarded([&] {
         collective(
@@ -398,7 +401,7 @@ DDP_API ddp_status ddp_sync_optimizer_state(ddp_comm* comm, const ddp_tensor* le
 }
 
 DDP_API ddp_status ddp_check_replicas(ddp_comm* comm, const ddp_tensor* tensors, int64_t n,
-                                      int32_t* identical) {
+                                      const ddp_collective_options* opts, int32_t* identical) {
     std::span<const ddp_tensor> list;
     return guarded([&] {
         collective(
@@ -415,7 +418,7 @@ DDP_API ddp_status ddp_check_replicas(ddp_comm* comm, const ddp_tensor* tensors,
     });
 }
 
-DDP_API ddp_status ddp_barrier(ddp_comm* comm) {
+DDP_API ddp_status ddp_barrier(ddp_comm* comm, const ddp_collective_options* opts) {
     return guarded([&] {
         collective(comm, CollectiveKind::barrier, [](Communicator&) {},
                    [](Communicator& c) { barrier(c); });

@@ -13,7 +13,7 @@ namespace ddp {
 namespace {
 
 size_t byte_size(const ddp_tensor& tensor) {
-    return static_cast<size_t>(tensor.count) * element_size(tensor.dtype);
+    return static_cast<size_t>(tensor.count) * element_size(dtype_of(tensor));
 }
 
 // Copies the members of a fused step into the bucket, back to back.
@@ -32,7 +32,7 @@ void unpack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_te
     for (int64_t index : plan.members_of(step)) {
         const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
         if (divisor != 1.0)
-            divide_copy(tensor.data, bucket, tensor.count, tensor.dtype, divisor);
+            divide_copy(tensor.data, bucket, tensor.count, dtype_of(tensor), divisor);
         else
             std::memcpy(tensor.data, bucket, byte_size(tensor));
         bucket += byte_size(tensor);
@@ -80,9 +80,9 @@ void run_plan(Communicator& comm, const FusionPlan& plan, std::span<const ddp_te
             if (unpack_after) unpack(plan, step, tensors, bucket, divisor);
         } else {
             const ddp_tensor& tensor = tensors[static_cast<size_t>(plan.members_of(step)[0])];
-            step_call(tensor.data, tensor.count, tensor.dtype);
+            step_call(tensor.data, tensor.count, dtype_of(tensor));
             if (unpack_after && divisor != 1.0)
-                divide_copy(tensor.data, tensor.data, tensor.count, tensor.dtype, divisor);
+                divide_copy(tensor.data, tensor.data, tensor.count, dtype_of(tensor), divisor);
         }
     }
 }

@@ -40,6 +40,17 @@ std::string dtype_name(int value) {
     }
 }
 
+std::string device_type_name(int value) {
+    switch (value) {
+    case DDP_DEVICE_CPU: return "cpu";
+    case DDP_DEVICE_CUDA: return "cuda";
+    case DDP_DEVICE_CUDA_HOST: return "cuda_host";
+    case DDP_DEVICE_ROCM: return "rocm";
+    case DDP_DEVICE_CUDA_MANAGED: return "cuda_managed";
+    default: return "device type " + std::to_string(value);
+    }
+}
+
 bool is_valid_op(int value) { return value >= DDP_OP_SUM && value <= DDP_OP_PROD; }
 
 std::string op_name(int value) {

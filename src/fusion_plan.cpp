@@ -44,15 +44,15 @@ FusionPlan plan_fusion(std::span<const ddp_tensor> tensors, const FusionPolicy& 
     for (size_t i = 0; i < tensors.size(); ++i) {
         const ddp_tensor& tensor = tensors[i];
         if (tensor.count == 0) continue;
-        const int64_t size = static_cast<int64_t>(element_size(tensor.dtype));
+        const int64_t size = static_cast<int64_t>(element_size(dtype_of(tensor)));
         const int64_t bytes = tensor.count * size;
         const int64_t index = static_cast<int64_t>(i);
         if (policy.bucket_bytes <= 0 || bytes >= policy.small_bytes) {
-            emit(tensor.dtype, false, tensor.count, std::span(&index, 1));
+            emit(dtype_of(tensor), false, tensor.count, std::span(&index, 1));
             continue;
         }
-        OpenBucket& bucket = open[tensor.dtype];
-        if ((bucket.elements + tensor.count) * size > policy.bucket_bytes) close(tensor.dtype, bucket);
+        OpenBucket& bucket = open[dtype_of(tensor)];
+        if ((bucket.elements + tensor.count) * size > policy.bucket_bytes) close(dtype_of(tensor), bucket);
         bucket.members.push_back(index);
         bucket.elements += tensor.count;
     }

@@ -57,6 +57,10 @@ std::span<const ddp_tensor> checked_tensor_list(const ddp_tensor* tensors, int64
         if (tensor.count > 0 && tensor.data == nullptr)
             fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, i) + ".data is NULL but its count is " +
                                                std::to_string(tensor.count));
+        if (tensor.flags != 0)
+            fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, i) + ".flags is " +
+                                               std::to_string(tensor.flags) +
+                                               "; it is reserved and must be 0 in this version");
         check_device(tensor, what, i);
     }
     return list;
@@ -67,7 +71,7 @@ ddp_op checked_op(int op, std::span<const ddp_tensor> tensors) {
         fail(DDP_ERR_INVALID_ARGUMENT, "op " + std::to_string(op) + " is not a ddp_op");
     if (op == DDP_OP_AVG) {
         for (size_t i = 0; i < tensors.size(); ++i)
-            if (!is_floating(tensors[i].dtype))
+            if (!is_floating(dtype_of(tensors[i])))
                 fail(DDP_ERR_INVALID_ARGUMENT, "op AVG needs floating tensors but tensors[" +
                                                    std::to_string(i) + "] is " +
                                                    dtype_name(tensors[i].dtype) +

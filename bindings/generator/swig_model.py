@@ -23,7 +23,7 @@ BUILTIN_TYPES = ("void", "char", "int", "int32_t", "int64_t", "uint32_t", "uint6
                  "size_t", "double")
 
 # Macros the header defines that are not part of the API.
-NON_API_MACROS = {"DDP_DDP_H", "DDP_API"}
+NON_API_MACROS = {"DDP_DDP_H", "DDP_API", "DDP_ENUM_BASE"}
 
 
 class GeneratorError(Exception):

@@ -102,10 +102,10 @@ int main(void) {
     ddp_tensor param_list[4], grad_list[4];
     describe(&params, param_list);
     describe(&grads, grad_list);
-    check(ddp_broadcast_tensor_list(world, param_list, 4, 0), "ddp_broadcast_tensor_list");
+    check(ddp_broadcast_tensor_list(world, param_list, 4, 0, NULL), "ddp_broadcast_tensor_list");
 
     ddp_shard_options shard;
-    check(ddp_shard_options_init(&shard), "ddp_shard_options_init");
+    check(ddp_shard_options_init(&shard, sizeof shard), "ddp_shard_options_init");
     shard.seed = 2024;
     int64_t per_rank = 0;
     check(ddp_shard_count(SAMPLES, size, &shard, &per_rank), "ddp_shard_count");
@@ -143,7 +143,7 @@ int main(void) {
     }
 
     int32_t identical = 0;
-    check(ddp_check_replicas(world, param_list, 4, &identical), "ddp_check_replicas");
+    check(ddp_check_replicas(world, param_list, 4, NULL, &identical), "ddp_check_replicas");
     const int converged = loss < first_loss / 5;
     if (rank == 0) {
         char line[160];

@@ -15,16 +15,44 @@
  *    argument, the rank and the tensor index involved. The message is
  *    thread-local and stays until the next failing call on that thread.
  *  - No function aborts the process or lets an exception escape on bad input.
- *  - Options structs begin with `struct_size`; fill them with their
- *    ddp_*_options_init() function, then change fields. NULL means defaults.
+ *  - Options structs begin with `struct_size`. Fill one with its
+ *    ddp_*_options_init(&opts, sizeof opts) function, then change fields;
+ *    NULL means defaults. The size you pass is the one your program was
+ *    compiled with, so a library whose struct has since grown writes only
+ *    the fields you know of and gives the newer ones their defaults. New
+ *    fields are only ever added at the end.
+ *  - Every collective takes an options pointer (ddp_collective_options;
+ *    NULL = defaults), so per-call settings can be added without new symbols.
+ *  - Default ops: the C functions take the op explicitly. Bindings that
+ *    default it use SUM, as MPI, mpi4py and torch.distributed do; averaging
+ *    gradients is asked for by name (DDP_OP_AVG, allreduce_gradients).
  *  - A ddp_comm may be used from one thread at a time (as an MPI
  *    communicator or an NCCL communicator). Pure functions (shard arithmetic,
  *    version and status queries) are safe from any thread.
+ *  - A ddp_comm may be used from one thread at a time. A second thread that
+ *    enters a collective (or an async submission) on a communicator while
+ *    another thread is inside one gets DDP_ERR_INVALID_ARGUMENT at once
+ *    instead of corrupting the first call.
  *  - Collectives must be issued in the same order on every rank. Before a
  *    collective moves data, the ranks agree that they passed the same list
- *    (tensor count, each tensor's dtype and count, op, root); when they did
- *    not, every rank returns DDP_ERR_MISMATCH instead of hanging or reducing
- *    the wrong bytes. That agreement costs one 16-byte allreduce per call.
+ *    (tensor count, each tensor's dtype, count and device type, op, root,
+ *    fusion size); when they did not, every rank returns DDP_ERR_MISMATCH
+ *    instead of hanging or reducing the wrong bytes. A rank whose own
+ *    arguments are invalid still takes part, so its peers fail at once.
+ *    That agreement costs one 16-byte allreduce per call.
+ *  - Timeouts: the whole collective (agreement and data) must finish within
+ *    the communicator's timeout (ddp_init_options.timeout_s, DDP_TIMEOUT_S,
+ *    default 1800 s) or the call's own (ddp_collective_options.timeout_s).
+ *    Past it the call returns DDP_ERR_TIMEOUT naming the ranks that did not
+ *    join, the communicator is broken (every later call, and every async
+ *    request still queued, returns DDP_ERR_TIMEOUT at once) and its peers
+ *    are told, so they fail too instead of waiting. After DDP_STALL_WARN_S
+ *    seconds (default 60) a waiting rank logs which ranks have not joined
+ *    and what each of them last called. The buffers of a call that timed
+ *    out may still be written by MPI until the process ends (an MPI
+ *    collective cannot be cancelled): keep them alive, and end the job, as
+ *    PyTorch's watchdog does. ddp_finalize on a broken communicator returns
+ *    in bounded time.
  */
 #ifndef DDP_DDP_H
 #define DDP_DDP_H
@@ -32,8 +60,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DDP_VERSION_MAJOR 0
-#define DDP_VERSION_MINOR 1
+#define DDP_VERSION_MAJOR 1
+#define DDP_VERSION_MINOR 0
 #define DDP_VERSION_PATCH 0
 /** The version as one number: major * 10000 + minor * 100 + patch. */
 #define DDP_VERSION_NUMBER \
@@ -51,6 +79,16 @@
 #  define DDP_API
 #endif
 
+/* Enums are int-sized in C. In C++ they get the fixed underlying type
+ * int32_t, so that any value a newer library (or a buggy caller) passes is
+ * still a valid value of the type: switching over an unknown ddp_status is
+ * then defined behaviour. */
+#ifdef __cplusplus
+#  define DDP_ENUM_BASE : int32_t
+#else
+#  define DDP_ENUM_BASE
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -60,7 +98,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 /** What a call did. Values never change once released. */
-typedef enum ddp_status {
+typedef enum ddp_status DDP_ENUM_BASE {
     DDP_OK = 0,
     /** An argument is out of its documented range (the message names it). */
     DDP_ERR_INVALID_ARGUMENT = 1,
@@ -103,7 +141,7 @@ DDP_API const char* ddp_version_string(void);
 
 /** Element types. Each value is (DLPack type code << 8) | bits, so a DLPack
  *  DLDataType {code, bits, lanes=1} maps to exactly one ddp_dtype. */
-typedef enum ddp_dtype {
+typedef enum ddp_dtype DDP_ENUM_BASE {
     DDP_DTYPE_I8 = 0x0008,   /* kDLInt,    8 bits */
     DDP_DTYPE_I32 = 0x0020,  /* kDLInt,   32 bits */
     DDP_DTYPE_I64 = 0x0040,  /* kDLInt,   64 bits */
@@ -115,7 +153,7 @@ typedef enum ddp_dtype {
 } ddp_dtype;
 
 /** Where a buffer lives; values equal DLPack's DLDeviceType. */
-typedef enum ddp_device_type {
+typedef enum ddp_device_type DDP_ENUM_BASE {
     DDP_DEVICE_CPU = 1,        /* kDLCPU */
     DDP_DEVICE_CUDA = 2,       /* kDLCUDA: not supported in this version */
     DDP_DEVICE_CUDA_HOST = 3,  /* kDLCUDAHost: pinned host memory, used as CPU */
@@ -123,21 +161,44 @@ typedef enum ddp_device_type {
     DDP_DEVICE_CUDA_MANAGED = 13 /* kDLCUDAManaged: not supported */
 } ddp_device_type;
 
-/** A contiguous buffer of `count` elements of `dtype`. `data` may be NULL
- *  only when `count` is 0. `device_id` is ignored for CPU buffers. */
+/**
+ * A contiguous buffer of `count` elements of `dtype`. `data` may be NULL
+ * only when `count` is 0. `device_id` is ignored for CPU buffers.
+ *
+ * Lists of tensors are passed as arrays, so this layout is final: 32 bytes
+ * on every 64-bit platform, no padding, the same in every language.
+ *  - The enum-valued fields are int32_t (holding ddp_dtype and
+ *    ddp_device_type values) because a C enum's size is the compiler's
+ *    choice, and so that an invalid value can be checked before it is
+ *    trusted.
+ *  - `flags` is reserved for per-tensor properties of later versions; it
+ *    must be 0 (DDP_ERR_INVALID_ARGUMENT otherwise), so that an older
+ *    library refuses a flag it does not know instead of ignoring it.
+ *  - There is no shape: every collective is element-wise over contiguous
+ *    memory, so a shape would only be carried and checked. Frameworks keep
+ *    their shapes (DLPack carries them); bindings flatten.
+ *
+ * Within one call, tensors that the call writes must not overlap (the same
+ * buffer twice would be reduced twice): such a list is
+ * DDP_ERR_INVALID_ARGUMENT naming both tensors. Read-only calls
+ * (ddp_check_replicas) accept overlapping tensors.
+ */
 typedef struct ddp_tensor {
     void* data;
     int64_t count;
-    ddp_dtype dtype;
-    ddp_device_type device_type;
+    int32_t dtype;       /**< a ddp_dtype */
+    int32_t device_type; /**< a ddp_device_type */
     int32_t device_id;
+    uint32_t flags;      /**< reserved: 0 */
 } ddp_tensor;
 
 /** Reduction operations. AVG is SUM divided by the world size, defined for
  *  floating dtypes only. Integer SUM and PROD wrap around on overflow.
  *  f16 and bf16 reduce pairwise in single precision, rounding to nearest
- *  even after each step. */
-typedef enum ddp_op {
+ *  even after each step. MIN and MAX propagate NaN, as PyTorch does: an
+ *  element that is NaN on any rank is NaN in the result, whichever rank
+ *  holds it, whatever the dtype or fusion. */
+typedef enum ddp_op DDP_ENUM_BASE {
     DDP_OP_SUM = 0,
     DDP_OP_AVG = 1,
     DDP_OP_MIN = 2,
@@ -153,7 +214,7 @@ typedef enum ddp_op {
 typedef struct ddp_comm ddp_comm;
 
 /** Which transport carries the data. */
-typedef enum ddp_backend {
+typedef enum ddp_backend DDP_ENUM_BASE {
     /** DDP_BACKEND from the environment, else `mpi` when the process was
      *  started by an MPI launcher (or MPI is already initialized), else `self`. */
     DDP_BACKEND_AUTO = 0,
@@ -170,7 +231,7 @@ typedef enum ddp_backend {
 #define DDP_NO_MPI_COMM (-1)
 
 typedef struct ddp_init_options {
-    uint32_t struct_size;      /**< sizeof(ddp_init_options) */
+    uint32_t struct_size;      /**< set by ddp_init_options_init */
     ddp_backend backend;       /**< default DDP_BACKEND_AUTO */
     /** An existing MPI communicator's Fortran handle (MPI_Comm_c2f, or
      *  mpi4py's comm.py2f()) to adopt instead of MPI_COMM_WORLD. libddp
@@ -180,13 +241,19 @@ typedef struct ddp_init_options {
     int64_t mpi_comm_fortran;
     /** Seconds a collective waits for every rank to arrive before it returns
      *  DDP_ERR_TIMEOUT. 0 means DDP_TIMEOUT_S from the environment, else
-     *  1800 (PyTorch's default process-group timeout). */
+     *  1800: PyTorch's default, long enough for a slow first step (data
+     *  loading, compilation) on every rank, short enough that a dead job
+     *  ends within the hour. Any finite value > 0 is accepted; very large
+     *  ones mean "wait for ever". */
     double timeout_s;
 } ddp_init_options;
 
-/** Fills `opts` with the defaults above. Returns DDP_ERR_INVALID_ARGUMENT
- *  when `opts` is NULL. */
-DDP_API ddp_status ddp_init_options_init(ddp_init_options* opts);
+/** Fills the first `struct_size` bytes of `opts` with the defaults above
+ *  and sets opts->struct_size. Pass sizeof(ddp_init_options) as your
+ *  program sees it. DDP_ERR_INVALID_ARGUMENT when `opts` is NULL or
+ *  `struct_size` is smaller than the first released layout or larger than
+ *  this library's (a program built against a newer header). */
+DDP_API ddp_status ddp_init_options_init(ddp_init_options* opts, uint32_t struct_size);
 
 /**
  * Starts the backend and returns the world communicator in `*world`.
@@ -238,8 +305,9 @@ DDP_API ddp_status ddp_backend_name(const ddp_comm* comm, const char** name);
 /* Collectives on tensor lists                                               */
 /* ------------------------------------------------------------------------ */
 
-typedef struct ddp_allreduce_options {
-    uint32_t struct_size; /**< sizeof(ddp_allreduce_options) */
+/** Per-call settings of every collective. */
+typedef struct ddp_collective_options {
+    uint32_t struct_size; /**< set by ddp_collective_options_init */
     /** Largest fusion bucket in bytes. Tensors under 64 KiB (or under this
      *  size, if smaller) are packed, in list order and by dtype, into
      *  buckets of at most this size and reduced one bucket at a time (in
@@ -247,12 +315,19 @@ typedef struct ddp_allreduce_options {
      *  in memory); larger tensors are reduced in place with no copy. 0 means
      *  DDP_FUSION_BYTES from the environment, else 1 MiB (see bench/ and
      *  README for the measurements). -1 turns fusion off: every tensor is
-     *  reduced in place by itself. */
+     *  reduced in place by itself. Part of agreement: every rank must use
+     *  the same value. Used by allreduce, broadcast, reduce and
+     *  sync_optimizer_state. */
     int64_t fusion_bytes;
-} ddp_allreduce_options;
+    /** Seconds this call may take before DDP_ERR_TIMEOUT; 0 means the
+     *  communicator's timeout. Local: ranks may use different values. */
+    double timeout_s;
+} ddp_collective_options;
 
-/** Fills `opts` with the defaults. DDP_ERR_INVALID_ARGUMENT for NULL. */
-DDP_API ddp_status ddp_allreduce_options_init(ddp_allreduce_options* opts);
+/** Fills the first `struct_size` bytes of `opts` with the defaults (as
+ *  ddp_init_options_init does). */
+DDP_API ddp_status ddp_collective_options_init(ddp_collective_options* opts,
+                                               uint32_t struct_size);
 
 /**
  * Reduces `n` tensors in place across all ranks with `op`: afterwards every
@@ -268,7 +343,7 @@ DDP_API ddp_status ddp_allreduce_options_init(ddp_allreduce_options* opts);
  */
 DDP_API ddp_status ddp_allreduce_tensor_list(ddp_comm* comm, const ddp_tensor* tensors,
                                              int64_t n, ddp_op op,
-                                             const ddp_allreduce_options* opts);
+                                             const ddp_collective_options* opts);
 
 /** An operation in flight. Opaque. */
 typedef struct ddp_request ddp_request;
@@ -279,7 +354,9 @@ typedef struct ddp_request ddp_request;
  * `tensors` array itself is copied and may be freed on return; the buffers
  * it points to must stay alive and untouched until the request completes.
  * Requests complete in the order they were started, and a blocking
- * collective on the same communicator waits for those before it.
+ * collective on the same communicator waits for those before it. Once the
+ * communicator is broken (a timeout), queued requests complete at once
+ * with DDP_ERR_TIMEOUT.
  * Argument errors are reported here; errors of the operation itself
  * (mismatch, timeout, backend) are reported by ddp_request_wait/test.
  * Needs MPI_THREAD_SERIALIZED or better when the backend is MPI
@@ -287,7 +364,7 @@ typedef struct ddp_request ddp_request;
  */
 DDP_API ddp_status ddp_allreduce_tensor_list_async(ddp_comm* comm, const ddp_tensor* tensors,
                                                    int64_t n, ddp_op op,
-                                                   const ddp_allreduce_options* opts,
+                                                   const ddp_collective_options* opts,
                                                    ddp_request** request);
 
 /** Blocks until the request completes and returns its status (its message
@@ -310,7 +387,8 @@ DDP_API ddp_status ddp_request_free(ddp_request* request);
  * bad tensor), DDP_ERR_MISMATCH, and the errors of allreduce.
  */
 DDP_API ddp_status ddp_broadcast_tensor_list(ddp_comm* comm, const ddp_tensor* tensors,
-                                             int64_t n, int32_t root);
+                                             int64_t n, int32_t root,
+                                             const ddp_collective_options* opts);
 
 /**
  * Reduces every rank's tensors into root's tensors with `op`; other ranks'
@@ -318,7 +396,8 @@ DDP_API ddp_status ddp_broadcast_tensor_list(ddp_comm* comm, const ddp_tensor* t
  * op checks of allreduce.
  */
 DDP_API ddp_status ddp_reduce_tensor_list(ddp_comm* comm, const ddp_tensor* tensors,
-                                          int64_t n, ddp_op op, int32_t root);
+                                          int64_t n, ddp_op op, int32_t root,
+                                          const ddp_collective_options* opts);
 
 /**
  * Makes every rank's optimizer state equal root's: `n` leaf tensors (moment
@@ -331,7 +410,7 @@ DDP_API ddp_status ddp_reduce_tensor_list(ddp_comm* comm, const ddp_tensor* tens
  */
 DDP_API ddp_status ddp_sync_optimizer_state(ddp_comm* comm, const ddp_tensor* leaves,
                                             int64_t n, double* scalars, int64_t n_scalars,
-                                            int32_t root);
+                                            int32_t root, const ddp_collective_options* opts);
 
 /**
  * Sets `*identical` to 1 when every tensor holds the same bytes on every
@@ -342,17 +421,17 @@ DDP_API ddp_status ddp_sync_optimizer_state(ddp_comm* comm, const ddp_tensor* le
  * allreduce.
  */
 DDP_API ddp_status ddp_check_replicas(ddp_comm* comm, const ddp_tensor* tensors, int64_t n,
-                                      int32_t* identical);
+                                      const ddp_collective_options* opts, int32_t* identical);
 
 /** Returns when every rank has called it. Collective. */
-DDP_API ddp_status ddp_barrier(ddp_comm* comm);
+DDP_API ddp_status ddp_barrier(ddp_comm* comm, const ddp_collective_options* opts);
 
 /* ------------------------------------------------------------------------ */
 /* Logging                                                                   */
 /* ------------------------------------------------------------------------ */
 
 /** Levels; the numbers equal Python's logging levels. */
-typedef enum ddp_log_level {
+typedef enum ddp_log_level DDP_ENUM_BASE {
     DDP_LOG_DEBUG = 10,
     DDP_LOG_INFO = 20,
     DDP_LOG_WARN = 30,
@@ -380,7 +459,7 @@ DDP_API ddp_status ddp_set_log_callback(ddp_log_callback fn, void* user);
 /* Data set sharding (pure: no communicator, no init needed)                 */
 /* ------------------------------------------------------------------------ */
 
-typedef enum ddp_shard_strategy {
+typedef enum ddp_shard_strategy DDP_ENUM_BASE {
     /** Rank r takes items r, r + world, r + 2*world, ... of the order
      *  (torch.utils.data.DistributedSampler). */
     DDP_SHARD_STRIDED = 0,
@@ -390,7 +469,7 @@ typedef enum ddp_shard_strategy {
 } ddp_shard_strategy;
 
 typedef struct ddp_shard_options {
-    uint32_t struct_size;        /**< sizeof(ddp_shard_options) */
+    uint32_t struct_size;        /**< set by ddp_shard_options_init */
     int32_t shuffle;             /**< 1: permute by (seed, epoch); default 1 */
     uint64_t seed;               /**< default 0 */
     uint64_t epoch;              /**< default 0; change it every epoch */
@@ -400,12 +479,20 @@ typedef struct ddp_shard_options {
     ddp_shard_strategy strategy; /**< default DDP_SHARD_STRIDED */
 } ddp_shard_options;
 
-/** Fills `opts` with the defaults. DDP_ERR_INVALID_ARGUMENT for NULL. */
-DDP_API ddp_status ddp_shard_options_init(ddp_shard_options* opts);
+/** Fills the first `struct_size` bytes of `opts` with the defaults (as
+ *  ddp_init_options_init does). */
+DDP_API ddp_status ddp_shard_options_init(ddp_shard_options* opts, uint32_t struct_size);
+
+/** The largest n_items a shuffled shard accepts. The permutation of step 2
+ *  below is defined over the whole data set, so computing it needs 8 bytes
+ *  per item; unshuffled shards need memory only for the shard itself and
+ *  accept any n_items. */
+#define DDP_SHARD_SHUFFLE_MAX_ITEMS 4294967296
 
 /**
  * The number of items every rank gets: ceil(n_items / world), or
- * floor(n_items / world) with drop_last (0 when n_items is 0).
+ * floor(n_items / world) with drop_last (0 when n_items is 0); exact for
+ * every int64_t n_items.
  * DDP_ERR_INVALID_ARGUMENT for n_items < 0, world < 1, NULL count, or a
  * bad options field.
  */
@@ -417,8 +504,10 @@ DDP_API ddp_status ddp_shard_count(int64_t n_items, int32_t world,
  * their number into `*count`. Every rank gets the same count, so no rank
  * runs an extra batch. `out` may be NULL when the count is 0.
  * Returns DDP_ERR_BUFFER_TOO_SMALL (with `*count` set to the count needed)
- * when `capacity` is smaller than the count, and DDP_ERR_INVALID_ARGUMENT
- * for rank outside [0, world) and the cases of ddp_shard_count.
+ * when `capacity` is smaller than the count, DDP_ERR_INVALID_ARGUMENT for
+ * rank outside [0, world), a shuffled n_items above
+ * DDP_SHARD_SHUFFLE_MAX_ITEMS, and the cases of ddp_shard_count. Memory
+ * use follows the shard (not the data set) unless shuffled.
  *
  * The order, exactly, so that every language gets the same shard:
  *  1. order = [0, 1, ..., n_items - 1].

@@ -19,7 +19,7 @@ TEST(Adopt, ASubCommunicatorByItsFortranHandle) {
     MPI_Comm_size(half, &half_size);
 
     ddp_init_options opts;
-    ddp_init_options_init(&opts);
+    ddp_init_options_init(&opts, sizeof opts);
     opts.mpi_comm_fortran = MPI_Comm_c2f(half);
     ddp_comm* group = nullptr;
     ASSERT_EQ(ddp_init(&opts, &group), DDP_OK) << ddp_last_error_message();
@@ -47,7 +47,7 @@ TEST(Adopt, ASubCommunicatorByItsFortranHandle) {
 
 TEST(Adopt, AnInvalidHandleIsRejected) {
     ddp_init_options opts;
-    ddp_init_options_init(&opts);
+    ddp_init_options_init(&opts, sizeof opts);
     opts.mpi_comm_fortran = 1 << 30;
     ddp_comm* group = nullptr;
     EXPECT_EQ(ddp_init(&opts, &group), DDP_ERR_INVALID_ARGUMENT);

@@ -21,18 +21,18 @@ const ddp_dtype all_dtypes[] = {DDP_DTYPE_I8,  DDP_DTYPE_I32, DDP_DTYPE_I64, DDP
                                 DDP_DTYPE_F16, DDP_DTYPE_F32, DDP_DTYPE_F64, DDP_DTYPE_BF16};
 const ddp_op all_ops[] = {DDP_OP_SUM, DDP_OP_AVG, DDP_OP_MIN, DDP_OP_MAX, DDP_OP_PROD};
 
-size_t width(ddp_dtype dtype) { return (static_cast<unsigned>(dtype) & 0xffu) / 8; }
-bool floating(ddp_dtype d) {
+size_t width(int32_t dtype) { return (static_cast<unsigned>(dtype) & 0xffu) / 8; }
+bool floating(int32_t d) {
     return d == DDP_DTYPE_F16 || d == DDP_DTYPE_BF16 || d == DDP_DTYPE_F32 || d == DDP_DTYPE_F64;
 }
 
 // Small integers, exact in every dtype, whose products over 4 ranks fit i8.
-double value(int r, int64_t i, ddp_dtype dtype) {
+double value(int r, int64_t i, int32_t dtype) {
     if (dtype == DDP_DTYPE_U8) return static_cast<double>((r * 7 + i * 3) % 4);
     return static_cast<double>((r * 7 + i * 3) % 7 - 3);
 }
 
-void store(void* data, int64_t i, ddp_dtype dtype, double v) {
+void store(void* data, int64_t i, int32_t dtype, double v) {
     switch (dtype) {
     case DDP_DTYPE_I8: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(v); break;
     case DDP_DTYPE_U8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(v); break;
@@ -45,7 +45,7 @@ void store(void* data, int64_t i, ddp_dtype dtype, double v) {
     }
 }
 
-double load(const void* data, int64_t i, ddp_dtype dtype) {
+double load(const void* data, int64_t i, int32_t dtype) {
     switch (dtype) {
     case DDP_DTYPE_I8: return static_cast<const int8_t*>(data)[i];
     case DDP_DTYPE_U8: return static_cast<const uint8_t*>(data)[i];
@@ -59,7 +59,7 @@ double load(const void* data, int64_t i, ddp_dtype dtype) {
     return 0;
 }
 
-double reference(ddp_op op, int64_t i, ddp_dtype dtype) {
+double reference(ddp_op op, int64_t i, int32_t dtype) {
     double result = value(0, i, dtype);
     for (int r = 1; r < size; ++r) {
         const double v = value(r, i, dtype);
@@ -73,7 +73,7 @@ double reference(ddp_op op, int64_t i, ddp_dtype dtype) {
     return op == DDP_OP_AVG ? result / size : result;
 }
 
-double tolerance(ddp_dtype dtype, double expected) {
+double tolerance(int32_t dtype, double expected) {
     switch (dtype) {
     case DDP_DTYPE_F16: return 1e-3 * std::max(1.0, std::abs(expected));
     case DDP_DTYPE_BF16: return 8e-3 * std::max(1.0, std::abs(expected));
@@ -143,16 +143,16 @@ TEST(Queries, MatchTheLauncher) {
 }
 
 TEST(Allreduce, EveryDtypeAndOpAgainstASerialReference) {
-    ddp_allreduce_options small_buckets, no_fusion;
-    ddp_allreduce_options_init(&small_buckets);
+    ddp_collective_options small_buckets, no_fusion;
+    ddp_collective_options_init(&small_buckets, sizeof small_buckets);
     small_buckets.fusion_bytes = 4096;
-    ddp_allreduce_options_init(&no_fusion);
+    ddp_collective_options_init(&no_fusion, sizeof no_fusion);
     no_fusion.fusion_bytes = -1;
     for (ddp_dtype dtype : all_dtypes) {
         for (ddp_op op : all_ops) {
             if (op == DDP_OP_AVG && !floating(dtype)) continue;
-            const ddp_allreduce_options* choices[] = {nullptr, &small_buckets, &no_fusion};
-            for (const ddp_allreduce_options* opts : choices) {
+            const ddp_collective_options* choices[] = {nullptr, &small_buckets, &no_fusion};
+            for (const ddp_collective_options* opts : choices) {
                 SCOPED_TRACE(testing::Message() << "dtype 0x" << std::hex << dtype << std::dec << " op " << op
                                                 << " fusion " << (opts ? opts->fusion_bytes : 0));
                 TensorList list(dtype, mixed_counts);
@@ -188,13 +188,13 @@ TEST(Allreduce, AThousandTinyTensorsAndAnEmptyList) {
 // odd ones) must still issue the same operations and agree.
 TEST(Allreduce, ViewsIntoOneFlatBufferOnSomeRanks) {
     const bool views = rank % 2 == 0;
-    ddp_allreduce_options small_buckets;
-    ddp_allreduce_options_init(&small_buckets);
+    ddp_collective_options small_buckets;
+    ddp_collective_options_init(&small_buckets, sizeof small_buckets);
     small_buckets.fusion_bytes = 4096;
     for (ddp_dtype dtype : {DDP_DTYPE_F32, DDP_DTYPE_BF16, DDP_DTYPE_I32}) {
         const ddp_op op = floating(dtype) ? DDP_OP_AVG : DDP_OP_SUM;
-        for (const ddp_allreduce_options* opts : {static_cast<const ddp_allreduce_options*>(nullptr),
-                                                 static_cast<const ddp_allreduce_options*>(&small_buckets)}) {
+        for (const ddp_collective_options* opts : {static_cast<const ddp_collective_options*>(nullptr),
+                                                 static_cast<const ddp_collective_options*>(&small_buckets)}) {
             SCOPED_TRACE(testing::Message() << "dtype 0x" << std::hex << dtype << std::dec
                                             << (opts ? " 4 KiB buckets" : " default buckets"));
             TensorList list(dtype, mixed_counts, views);
@@ -208,10 +208,10 @@ TEST(Allreduce, ViewsIntoOneFlatBufferOnSomeRanks) {
     TensorList list(DDP_DTYPE_F64, mixed_counts, views), expected(DDP_DTYPE_F64, mixed_counts, views);
     list.fill(rank);
     expected.fill(root);
-    ASSERT_EQ(ddp_broadcast_tensor_list(world, list.tensors.data(), list.n(), root), DDP_OK) << message();
+    ASSERT_EQ(ddp_broadcast_tensor_list(world, list.tensors.data(), list.n(), root, nullptr), DDP_OK) << message();
     EXPECT_EQ(list.buffers, expected.buffers) << "broadcast of views, rank " << rank;
     list.fill(rank);
-    ASSERT_EQ(ddp_reduce_tensor_list(world, list.tensors.data(), list.n(), DDP_OP_SUM, root), DDP_OK) << message();
+    ASSERT_EQ(ddp_reduce_tensor_list(world, list.tensors.data(), list.n(), DDP_OP_SUM, root, nullptr), DDP_OK) << message();
     if (rank == root) expect_reduced(list, DDP_OP_SUM, "reduce of views at root");
 }
 
@@ -221,7 +221,7 @@ TEST(Broadcast, FromTheLastRank) {
         TensorList list(dtype, mixed_counts), expected(dtype, mixed_counts);
         list.fill(rank);
         expected.fill(root);
-        ASSERT_EQ(ddp_broadcast_tensor_list(world, list.tensors.data(), list.n(), root), DDP_OK) << message();
+        ASSERT_EQ(ddp_broadcast_tensor_list(world, list.tensors.data(), list.n(), root, nullptr), DDP_OK) << message();
         EXPECT_EQ(list.buffers, expected.buffers) << "rank " << rank;
     }
 }
@@ -232,7 +232,7 @@ TEST(Reduce, ToTheLastRankLeavesOthersUnchanged) {
         TensorList list(DDP_DTYPE_F64, mixed_counts), mine(DDP_DTYPE_F64, mixed_counts);
         list.fill(rank);
         mine.fill(rank);
-        ASSERT_EQ(ddp_reduce_tensor_list(world, list.tensors.data(), list.n(), op, root), DDP_OK) << message();
+        ASSERT_EQ(ddp_reduce_tensor_list(world, list.tensors.data(), list.n(), op, root, nullptr), DDP_OK) << message();
         if (rank == root)
             expect_reduced(list, op, "reduce at root");
         else
@@ -246,7 +246,7 @@ TEST(SyncOptimizerState, LeavesAndScalarsFromRoot) {
     leaves.fill(rank);
     expected.fill(root);
     double scalars[2] = {100.0 + rank, 0.001 * (rank + 1)};
-    ASSERT_EQ(ddp_sync_optimizer_state(world, leaves.tensors.data(), leaves.n(), scalars, 2, root), DDP_OK)
+    ASSERT_EQ(ddp_sync_optimizer_state(world, leaves.tensors.data(), leaves.n(), scalars, 2, root, nullptr), DDP_OK)
         << message();
     EXPECT_EQ(leaves.buffers, expected.buffers);
     EXPECT_EQ(scalars[0], 100.0 + root);
@@ -291,17 +291,17 @@ TEST(CheckReplicas, IdenticalAndDifferent) {
     TensorList list(DDP_DTYPE_F32, {8, 100000, 3});
     list.fill(0);
     int32_t identical = -1;
-    ASSERT_EQ(ddp_check_replicas(world, list.tensors.data(), list.n(), &identical), DDP_OK) << message();
+    ASSERT_EQ(ddp_check_replicas(world, list.tensors.data(), list.n(), nullptr, &identical), DDP_OK) << message();
     EXPECT_EQ(identical, 1);
     if (size == 1) return;
     if (rank == size - 1) static_cast<float*>(list.tensors[1].data)[99999] += 1.0f;
-    ASSERT_EQ(ddp_check_replicas(world, list.tensors.data(), list.n(), &identical), DDP_OK) << message();
+    ASSERT_EQ(ddp_check_replicas(world, list.tensors.data(), list.n(), nullptr, &identical), DDP_OK) << message();
     EXPECT_EQ(identical, 0);
     EXPECT_NE(message().find("tensor 1"), std::string::npos) << message();
     EXPECT_NE(message().find("rank " + std::to_string(size - 1)), std::string::npos) << message();
 }
 
-TEST(Barrier, Works) { EXPECT_EQ(ddp_barrier(world), DDP_OK) << message(); }
+TEST(Barrier, Works) { EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message(); }
 
 // Every rank passes a valid list, but one rank's differs in one way. Every
 // rank must return DDP_ERR_MISMATCH quickly, naming two ranks and what
@@ -359,20 +359,20 @@ TEST_F(Mismatch, Op) {
 
 TEST_F(Mismatch, Root) {
     TensorList list(DDP_DTYPE_F32, {4});
-    expect_mismatch(ddp_broadcast_tensor_list(world, list.tensors.data(), 1, rank == odd ? odd : 0), "root 0");
+    expect_mismatch(ddp_broadcast_tensor_list(world, list.tensors.data(), 1, rank == odd ? odd : 0, nullptr), "root 0");
 }
 
 TEST_F(Mismatch, Collective) {
     TensorList list(DDP_DTYPE_F32, {4});
-    expect_mismatch(rank == odd ? ddp_broadcast_tensor_list(world, list.tensors.data(), 1, 0)
+    expect_mismatch(rank == odd ? ddp_broadcast_tensor_list(world, list.tensors.data(), 1, 0, nullptr)
                                 : ddp_allreduce_tensor_list(world, list.tensors.data(), 1, DDP_OP_SUM, nullptr),
                     "called allreduce");
 }
 
 TEST_F(Mismatch, FusionSize) {
     TensorList list(DDP_DTYPE_F32, {4});
-    ddp_allreduce_options opts;
-    ddp_allreduce_options_init(&opts);
+    ddp_collective_options opts;
+    ddp_collective_options_init(&opts, sizeof opts);
     opts.fusion_bytes = rank == odd ? 8192 : 0;
     expect_mismatch(ddp_allreduce_tensor_list(world, list.tensors.data(), 1, DDP_OP_SUM, &opts), "fusion_bytes");
 }
@@ -380,13 +380,13 @@ TEST_F(Mismatch, FusionSize) {
 TEST_F(Mismatch, OptimizerStateLeaves) {
     TensorList leaves(DDP_DTYPE_F32, {3, rank == odd ? 9 : 8});
     double scalar = 1;
-    expect_mismatch(ddp_sync_optimizer_state(world, leaves.tensors.data(), 2, &scalar, 1, 0), "leaf 1");
+    expect_mismatch(ddp_sync_optimizer_state(world, leaves.tensors.data(), 2, &scalar, 1, 0, nullptr), "leaf 1");
 }
 
 TEST_F(Mismatch, OptimizerStateScalars) {
     TensorList leaves(DDP_DTYPE_F32, {3});
     double scalars[2] = {1, 2};
-    expect_mismatch(ddp_sync_optimizer_state(world, leaves.tensors.data(), 1, scalars, rank == odd ? 1 : 2, 0),
+    expect_mismatch(ddp_sync_optimizer_state(world, leaves.tensors.data(), 1, scalars, rank == odd ? 1 : 2, 0, nullptr),
                     "scalars");
 }
 
@@ -421,10 +421,10 @@ int main(int argc, char** argv) {
     // A second init while the world is live, then calls after finalize.
     if (ddp_init(nullptr, &second) != DDP_ERR_ALREADY_INITIALIZED) return 3;
     if (ddp_finalize(world) != DDP_OK || ddp_finalize(world) != DDP_OK) return 4;
-    if (ddp_barrier(world) != DDP_ERR_NOT_INITIALIZED) return 5;
+    if (ddp_barrier(world, nullptr) != DDP_ERR_NOT_INITIALIZED) return 5;
     // MPI, which libddp started and finalized, cannot start again.
     ddp_init_options opts;
-    ddp_init_options_init(&opts);
+    ddp_init_options_init(&opts, sizeof opts);
     opts.backend = DDP_BACKEND_MPI;
     if (ddp_init(&opts, &second) != DDP_ERR_ALREADY_INITIALIZED) return 6;
     return result;

@@ -16,18 +16,18 @@ namespace {
 TEST(Timeout, AMissingRankEndsInTimeoutNotAHang) {
     if (rank == 0) {
         const auto started = std::chrono::steady_clock::now();
-        EXPECT_EQ(ddp_barrier(world), DDP_ERR_TIMEOUT);
+        EXPECT_EQ(ddp_barrier(world, nullptr), DDP_ERR_TIMEOUT);
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         EXPECT_NE(message().find("timeout"), std::string::npos) << message();
         EXPECT_GE(seconds, 0.9);
         EXPECT_LT(seconds, 5.0);
-        EXPECT_EQ(ddp_barrier(world), DDP_ERR_TIMEOUT);
+        EXPECT_EQ(ddp_barrier(world, nullptr), DDP_ERR_TIMEOUT);
         EXPECT_NE(message().find("unusable"), std::string::npos) << message();
     } else {
         // Late: arrives after rank 0 gave up, so finalize can still end cleanly.
         std::this_thread::sleep_for(std::chrono::seconds(2));
-        EXPECT_EQ(ddp_barrier(world), DDP_OK) << message();
+        EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
     }
 }
 

@@ -19,7 +19,7 @@ class SelfBackend : public testing::Test {
 protected:
     void SetUp() override {
         ddp_init_options opts;
-        ASSERT_EQ(ddp_init_options_init(&opts), DDP_OK);
+        ASSERT_EQ(ddp_init_options_init(&opts, sizeof opts), DDP_OK);
         opts.backend = DDP_BACKEND_SELF;
         ASSERT_EQ(ddp_init(&opts, &world), DDP_OK) << message();
     }
@@ -53,15 +53,15 @@ TEST_F(SelfBackend, CollectivesOnOneRankKeepTheData) {
     for (ddp_op op : {DDP_OP_SUM, DDP_OP_AVG, DDP_OP_MIN, DDP_OP_MAX, DDP_OP_PROD}) {
         EXPECT_EQ(ddp_allreduce_tensor_list(world, &good, 1, op, nullptr), DDP_OK) << message();
         EXPECT_EQ(data, (std::vector<float>{1.5f, -2.0f, 3.25f}));
-        EXPECT_EQ(ddp_reduce_tensor_list(world, &good, 1, op, 0), DDP_OK);
+        EXPECT_EQ(ddp_reduce_tensor_list(world, &good, 1, op, 0, nullptr), DDP_OK);
     }
-    EXPECT_EQ(ddp_broadcast_tensor_list(world, &good, 1, 0), DDP_OK);
+    EXPECT_EQ(ddp_broadcast_tensor_list(world, &good, 1, 0, nullptr), DDP_OK);
     double scalars[2] = {3, 0.1};
-    EXPECT_EQ(ddp_sync_optimizer_state(world, &good, 1, scalars, 2, 0), DDP_OK);
+    EXPECT_EQ(ddp_sync_optimizer_state(world, &good, 1, scalars, 2, 0, nullptr), DDP_OK);
     int32_t identical = 0;
-    EXPECT_EQ(ddp_check_replicas(world, &good, 1, &identical), DDP_OK);
+    EXPECT_EQ(ddp_check_replicas(world, &good, 1, nullptr, &identical), DDP_OK);
     EXPECT_EQ(identical, 1);
-    EXPECT_EQ(ddp_barrier(world), DDP_OK);
+    EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK);
     EXPECT_EQ(ddp_allreduce_tensor_list(world, nullptr, 0, DDP_OP_SUM, nullptr), DDP_OK);
     EXPECT_EQ(data, (std::vector<float>{1.5f, -2.0f, 3.25f}));
 }
@@ -123,20 +123,20 @@ TEST_F(SelfBackend, BadTensorLists) {
 }
 
 TEST_F(SelfBackend, BadRootsScalarsAndOptions) {
-    EXPECT_EQ(ddp_broadcast_tensor_list(world, &good, 1, 1), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ddp_broadcast_tensor_list(world, &good, 1, 1, nullptr), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("root is 1; it must be in [0, 1)"));
-    EXPECT_EQ(ddp_reduce_tensor_list(world, &good, 1, DDP_OP_SUM, -1), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ddp_reduce_tensor_list(world, &good, 1, DDP_OP_SUM, -1, nullptr), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("root is -1"));
-    EXPECT_EQ(ddp_sync_optimizer_state(world, &good, 1, nullptr, 2, 0), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ddp_sync_optimizer_state(world, &good, 1, nullptr, 2, 0, nullptr), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("scalars is NULL"));
     double scalar = 1;
-    EXPECT_EQ(ddp_sync_optimizer_state(world, &good, 1, &scalar, -1, 0), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ddp_sync_optimizer_state(world, &good, 1, &scalar, -1, 0, nullptr), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("n_scalars is -1"));
-    EXPECT_EQ(ddp_check_replicas(world, &good, 1, nullptr), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ddp_check_replicas(world, &good, 1, nullptr, nullptr), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("identical is NULL"));
 
-    ddp_allreduce_options opts;
-    ASSERT_EQ(ddp_allreduce_options_init(&opts), DDP_OK);
+    ddp_collective_options opts;
+    ASSERT_EQ(ddp_collective_options_init(&opts, sizeof opts), DDP_OK);
     opts.struct_size = 2;
     EXPECT_EQ(ddp_allreduce_tensor_list(world, &good, 1, DDP_OP_SUM, &opts), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("struct_size is 2"));
@@ -186,7 +186,7 @@ TEST(Lifecycle, CallsBeforeInitAndAfterFinalize) {
     EXPECT_EQ(ddp_rank(nullptr, &rank), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("call ddp_init first"));
     EXPECT_EQ(ddp_allreduce_tensor_list(nullptr, &t, 1, DDP_OP_SUM, nullptr), DDP_ERR_INVALID_ARGUMENT);
-    EXPECT_EQ(ddp_barrier(nullptr), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ddp_barrier(nullptr, nullptr), DDP_ERR_INVALID_ARGUMENT);
 
     ddp_comm* world = nullptr;
     ASSERT_EQ(ddp_init(nullptr, &world), DDP_OK) << message();  // no launcher: self
@@ -211,23 +211,23 @@ TEST(Lifecycle, BadInitOptions) {
     EXPECT_EQ(ddp_init(nullptr, nullptr), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("world is NULL"));
     ddp_init_options opts;
-    ddp_init_options_init(&opts);
+    ddp_init_options_init(&opts, sizeof opts);
     opts.backend = static_cast<ddp_backend>(9);
     EXPECT_EQ(ddp_init(&opts, &world), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("backend 9"));
-    ddp_init_options_init(&opts);
+    ddp_init_options_init(&opts, sizeof opts);
     opts.backend = DDP_BACKEND_NCCL;
     EXPECT_EQ(ddp_init(&opts, &world), DDP_ERR_UNSUPPORTED);
     EXPECT_TRUE(mentions("nccl backend"));
-    ddp_init_options_init(&opts);
+    ddp_init_options_init(&opts, sizeof opts);
     opts.backend = DDP_BACKEND_SELF;
     opts.mpi_comm_fortran = 0;
     EXPECT_EQ(ddp_init(&opts, &world), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("needs the mpi backend"));
-    ddp_init_options_init(&opts);
+    ddp_init_options_init(&opts, sizeof opts);
     opts.mpi_comm_fortran = -5;
     EXPECT_EQ(ddp_init(&opts, &world), DDP_ERR_INVALID_ARGUMENT);
-    ddp_init_options_init(&opts);
+    ddp_init_options_init(&opts, sizeof opts);
     opts.timeout_s = -1;
     EXPECT_EQ(ddp_init(&opts, &world), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("timeout_s"));
@@ -247,7 +247,7 @@ TEST(Status, NamesAndVersion) {
     EXPECT_STREQ(ddp_status_name(DDP_ERR_MISMATCH), "DDP_ERR_MISMATCH");
     EXPECT_STREQ(ddp_status_name(static_cast<ddp_status>(99)), "DDP_ERR_UNKNOWN_STATUS");
     EXPECT_EQ(ddp_version(), static_cast<uint32_t>(DDP_VERSION_NUMBER));
-    EXPECT_STREQ(ddp_version_string(), "0.1.0");
+    EXPECT_STREQ(ddp_version_string(), "1.0.0");
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ namespace {
 ddp_shard_options options(bool shuffle, uint64_t seed, uint64_t epoch, bool drop_last,
                           ddp_shard_strategy strategy) {
     ddp_shard_options opts;
-    EXPECT_EQ(ddp_shard_options_init(&opts), DDP_OK);
+    EXPECT_EQ(ddp_shard_options_init(&opts, sizeof opts), DDP_OK);
     opts.shuffle = shuffle;
     opts.seed = seed;
     opts.epoch = epoch;
@@ -51,7 +51,7 @@ TEST(Shard, HeaderTestVectors) {
 
 TEST(Shard, DefaultsAreDistributedSamplers) {
     ddp_shard_options opts;
-    ASSERT_EQ(ddp_shard_options_init(&opts), DDP_OK);
+    ASSERT_EQ(ddp_shard_options_init(&opts, sizeof opts), DDP_OK);
     EXPECT_EQ(opts.struct_size, sizeof opts);
     EXPECT_EQ(opts.shuffle, 1);
     EXPECT_EQ(opts.seed, 0u);
@@ -150,15 +150,15 @@ TEST(Shard, BadArguments) {
     EXPECT_EQ(ddp_shard_indices(10, 0, 2, nullptr, nullptr, 5, &count), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(ddp_last_error_message()).find("out"), std::string::npos);
     ddp_shard_options opts;
-    ddp_shard_options_init(&opts);
+    ddp_shard_options_init(&opts, sizeof opts);
     opts.strategy = static_cast<ddp_shard_strategy>(9);
     EXPECT_EQ(ddp_shard_count(10, 2, &opts, &count), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(ddp_last_error_message()).find("strategy"), std::string::npos);
-    ddp_shard_options_init(&opts);
+    ddp_shard_options_init(&opts, sizeof opts);
     opts.struct_size = 1000;
     EXPECT_EQ(ddp_shard_count(10, 2, &opts, &count), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(ddp_last_error_message()).find("struct_size"), std::string::npos);
-    EXPECT_EQ(ddp_shard_options_init(nullptr), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ddp_shard_options_init(nullptr, sizeof(ddp_shard_options)), DDP_ERR_INVALID_ARGUMENT);
 }
 
 TEST(Shard, CapacityTooSmallReportsTheCountNeeded) {

@@ -12,11 +12,12 @@ using CEnum
 """libddp's path: `ENV["DDP_LIBRARY"]` when set at load time, else the system's `libddp`."""
 const libddp = get(ENV, "DDP_LIBRARY", "libddp")
 
-const DDP_VERSION_MAJOR = 0
-const DDP_VERSION_MINOR = 1
+const DDP_VERSION_MAJOR = 1
+const DDP_VERSION_MINOR = 0
 const DDP_VERSION_PATCH = 0
-const DDP_VERSION_NUMBER = 100
+const DDP_VERSION_NUMBER = 10000
 const DDP_NO_MPI_COMM = -1
+const DDP_SHARD_SHUFFLE_MAX_ITEMS = 4294967296
 
 @cenum ddp_status::UInt32 begin
     DDP_OK = 0
@@ -85,9 +86,10 @@ mutable struct ddp_request end
 struct ddp_tensor
     data::Ptr{Cvoid}
     count::Int64
-    dtype::ddp_dtype
-    device_type::ddp_device_type
+    dtype::Int32
+    device_type::Int32
     device_id::Int32
+    flags::UInt32
 end
 
 struct ddp_init_options
@@ -97,9 +99,10 @@ struct ddp_init_options
     timeout_s::Cdouble
 end
 
-struct ddp_allreduce_options
+struct ddp_collective_options
     struct_size::UInt32
     fusion_bytes::Int64
+    timeout_s::Cdouble
 end
 
 struct ddp_shard_options
@@ -130,8 +133,8 @@ function ddp_version_string()
     @ccall libddp.ddp_version_string()::Ptr{Cchar}
 end
 
-function ddp_init_options_init(opts)
-    @ccall libddp.ddp_init_options_init(opts::Ptr{ddp_init_options})::ddp_status
+function ddp_init_options_init(opts, struct_size)
+    @ccall libddp.ddp_init_options_init(opts::Ptr{ddp_init_options}, struct_size::UInt32)::ddp_status
 end
 
 function ddp_init(opts, world)
@@ -166,16 +169,16 @@ function ddp_backend_name(comm, name)
     @ccall libddp.ddp_backend_name(comm::Ptr{ddp_comm}, name::Ptr{Ptr{Cchar}})::ddp_status
 end
 
-function ddp_allreduce_options_init(opts)
-    @ccall libddp.ddp_allreduce_options_init(opts::Ptr{ddp_allreduce_options})::ddp_status
+function ddp_collective_options_init(opts, struct_size)
+    @ccall libddp.ddp_collective_options_init(opts::Ptr{ddp_collective_options}, struct_size::UInt32)::ddp_status
 end
 
 function ddp_allreduce_tensor_list(comm, tensors, n, op, opts)
-    @ccall libddp.ddp_allreduce_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_allreduce_options})::ddp_status
+    @ccall libddp.ddp_allreduce_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
 function ddp_allreduce_tensor_list_async(comm, tensors, n, op, opts, request)
-    @ccall libddp.ddp_allreduce_tensor_list_async(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_allreduce_options}, request::Ptr{Ptr{ddp_request}})::ddp_status
+    @ccall libddp.ddp_allreduce_tensor_list_async(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options}, request::Ptr{Ptr{ddp_request}})::ddp_status
 end
 
 function ddp_request_wait(request)
@@ -190,24 +193,24 @@ function ddp_request_free(request)
     @ccall libddp.ddp_request_free(request::Ptr{ddp_request})::ddp_status
 end
 
-function ddp_broadcast_tensor_list(comm, tensors, n, root)
-    @ccall libddp.ddp_broadcast_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, root::Int32)::ddp_status
+function ddp_broadcast_tensor_list(comm, tensors, n, root, opts)
+    @ccall libddp.ddp_broadcast_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
-function ddp_reduce_tensor_list(comm, tensors, n, op, root)
-    @ccall libddp.ddp_reduce_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, root::Int32)::ddp_status
+function ddp_reduce_tensor_list(comm, tensors, n, op, root, opts)
+    @ccall libddp.ddp_reduce_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
-function ddp_sync_optimizer_state(comm, leaves, n, scalars, n_scalars, root)
-    @ccall libddp.ddp_sync_optimizer_state(comm::Ptr{ddp_comm}, leaves::Ptr{ddp_tensor}, n::Int64, scalars::Ptr{Cdouble}, n_scalars::Int64, root::Int32)::ddp_status
+function ddp_sync_optimizer_state(comm, leaves, n, scalars, n_scalars, root, opts)
+    @ccall libddp.ddp_sync_optimizer_state(comm::Ptr{ddp_comm}, leaves::Ptr{ddp_tensor}, n::Int64, scalars::Ptr{Cdouble}, n_scalars::Int64, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
-function ddp_check_replicas(comm, tensors, n, identical)
-    @ccall libddp.ddp_check_replicas(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, identical::Ptr{Int32})::ddp_status
+function ddp_check_replicas(comm, tensors, n, opts, identical)
+    @ccall libddp.ddp_check_replicas(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, opts::Ptr{ddp_collective_options}, identical::Ptr{Int32})::ddp_status
 end
 
-function ddp_barrier(comm)
-    @ccall libddp.ddp_barrier(comm::Ptr{ddp_comm})::ddp_status
+function ddp_barrier(comm, opts)
+    @ccall libddp.ddp_barrier(comm::Ptr{ddp_comm}, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
 function ddp_log(comm, level, msg)
@@ -218,8 +221,8 @@ function ddp_set_log_callback(fn, user)
     @ccall libddp.ddp_set_log_callback(fn::ddp_log_callback, user::Ptr{Cvoid})::ddp_status
 end
 
-function ddp_shard_options_init(opts)
-    @ccall libddp.ddp_shard_options_init(opts::Ptr{ddp_shard_options})::ddp_status
+function ddp_shard_options_init(opts, struct_size)
+    @ccall libddp.ddp_shard_options_init(opts::Ptr{ddp_shard_options}, struct_size::UInt32)::ddp_status
 end
 
 function ddp_shard_count(n_items, world, opts, count)

@@ -32,9 +32,9 @@ def _as_list(tensors):
     return list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
 
 
-def _allreduce_options(fusion_bytes):
-    options = _ffi.ddp_allreduce_options()
-    _ffi.ddp_allreduce_options_init(options)
+def _collective_options(fusion_bytes=None):
+    options = _ffi.ddp_collective_options()
+    _ffi.ddp_collective_options_init(options, ctypes.sizeof(options))
     if fusion_bytes is not None:
         options.fusion_bytes = fusion_bytes
     return options
@@ -52,7 +52,7 @@ def init(comm=None, backend="auto", timeout=None, log_to_python=True):
     if backend not in BACKEND_OF_NAME:
         raise ValueError(f"backend {backend!r}: expected one of {', '.join(BACKEND_OF_NAME)}")
     options = _ffi.ddp_init_options()
-    _ffi.ddp_init_options_init(options)
+    _ffi.ddp_init_options_init(options, ctypes.sizeof(options))
     options.backend = BACKEND_OF_NAME[backend]
     if comm is not None:
         if not hasattr(comm, "py2f"):
@@ -112,7 +112,7 @@ class Communicator:
         op: "sum", "avg" (floating types), "min", "max", "prod"."""
         tensor_list = TensorList(_as_list(tensors), writes=True)
         _ffi.ddp_allreduce_tensor_list(self._handle, tensor_list.array, len(tensor_list),
-                                       _op(op), _allreduce_options(fusion_bytes))
+                                       _op(op), _collective_options(fusion_bytes))
         return tensors
 
     def allreduce_async(self, tensors, op="avg", fusion_bytes=None):
@@ -121,20 +121,21 @@ class Communicator:
         tensor_list = TensorList(_as_list(tensors), writes=True)
         request = ctypes.POINTER(_ffi.ddp_request)()
         _ffi.ddp_allreduce_tensor_list_async(self._handle, tensor_list.array, len(tensor_list),
-                                             _op(op), _allreduce_options(fusion_bytes), request)
+                                             _op(op), _collective_options(fusion_bytes), request)
         return Request(request, tensors, tensor_list)
 
     def broadcast(self, tensors, root=0):
         """Overwrites each array with root's; returns tensors."""
         tensor_list = TensorList(_as_list(tensors), writes=True)
-        _ffi.ddp_broadcast_tensor_list(self._handle, tensor_list.array, len(tensor_list), root)
+        _ffi.ddp_broadcast_tensor_list(self._handle, tensor_list.array, len(tensor_list), root,
+                                       None)
         return tensors
 
     def reduce(self, tensors, op="sum", root=0):
         """Reduces into root's arrays; other ranks' arrays are left as they were."""
         tensor_list = TensorList(_as_list(tensors), writes=True)
         _ffi.ddp_reduce_tensor_list(self._handle, tensor_list.array, len(tensor_list), _op(op),
-                                    root)
+                                    root, None)
         return tensors
 
     def sync_optimizer_state(self, state, root=0):
@@ -146,7 +147,7 @@ class Communicator:
         tensor_list = TensorList([array for _, array in leaves], writes=True, what="leaf")
         values = (ctypes.c_double * len(scalars))(*[float(value) for _, value in scalars])
         _ffi.ddp_sync_optimizer_state(self._handle, tensor_list.array, len(tensor_list), values,
-                                      len(scalars), root)
+                                      len(scalars), root, None)
         return _state_tree.rebuild(state, iter(values))
 
     def check_replicas(self, tensors):
@@ -154,12 +155,13 @@ class Communicator:
         not, and its message names the first differing tensor and two ranks."""
         tensor_list = TensorList(_as_list(tensors), writes=False)
         identical = ctypes.c_int32()
-        _ffi.ddp_check_replicas(self._handle, tensor_list.array, len(tensor_list), identical)
+        _ffi.ddp_check_replicas(self._handle, tensor_list.array, len(tensor_list), None,
+                                identical)
         message = "" if identical.value else _ffi.ddp_last_error_message().decode()
         return ReplicaCheck(bool(identical.value), message)
 
     def barrier(self):
-        _ffi.ddp_barrier(self._handle)
+        _ffi.ddp_barrier(self._handle, None)
 
     def log(self, message, level="info"):
         """Logs one rank-prefixed line (to logging("ddp") after init's routing)."""

@@ -13,11 +13,12 @@ from ._library import load_library
 _lib = load_library()
 
 # Constants
-DDP_VERSION_MAJOR = 0
-DDP_VERSION_MINOR = 1
+DDP_VERSION_MAJOR = 1
+DDP_VERSION_MINOR = 0
 DDP_VERSION_PATCH = 0
-DDP_VERSION_NUMBER = 100
+DDP_VERSION_NUMBER = 10000
 DDP_NO_MPI_COMM = -1
+DDP_SHARD_SHUFFLE_MAX_ITEMS = 4294967296
 
 
 class ddp_status(enum.IntEnum):
@@ -132,9 +133,10 @@ class ddp_tensor(ctypes.Structure):
     _fields_ = [
         ("data", ctypes.c_void_p),
         ("count", ctypes.c_int64),
-        ("dtype", ctypes.c_int),
-        ("device_type", ctypes.c_int),
+        ("dtype", ctypes.c_int32),
+        ("device_type", ctypes.c_int32),
         ("device_id", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
     ]
 
 
@@ -147,10 +149,11 @@ class ddp_init_options(ctypes.Structure):
     ]
 
 
-class ddp_allreduce_options(ctypes.Structure):
+class ddp_collective_options(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
         ("fusion_bytes", ctypes.c_int64),
+        ("timeout_s", ctypes.c_double),
     ]
 
 
@@ -255,7 +258,7 @@ ddp_version_string.argtypes = []
 ddp_version_string.restype = ctypes.c_char_p
 
 ddp_init_options_init = _lib.ddp_init_options_init
-ddp_init_options_init.argtypes = [ctypes.POINTER(ddp_init_options)]
+ddp_init_options_init.argtypes = [ctypes.POINTER(ddp_init_options), ctypes.c_uint32]
 ddp_init_options_init.restype = ctypes.c_int
 ddp_init_options_init.errcheck = _check_status
 
@@ -299,18 +302,18 @@ ddp_backend_name.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ctypes.c_c
 ddp_backend_name.restype = ctypes.c_int
 ddp_backend_name.errcheck = _check_status
 
-ddp_allreduce_options_init = _lib.ddp_allreduce_options_init
-ddp_allreduce_options_init.argtypes = [ctypes.POINTER(ddp_allreduce_options)]
-ddp_allreduce_options_init.restype = ctypes.c_int
-ddp_allreduce_options_init.errcheck = _check_status
+ddp_collective_options_init = _lib.ddp_collective_options_init
+ddp_collective_options_init.argtypes = [ctypes.POINTER(ddp_collective_options), ctypes.c_uint32]
+ddp_collective_options_init.restype = ctypes.c_int
+ddp_collective_options_init.errcheck = _check_status
 
 ddp_allreduce_tensor_list = _lib.ddp_allreduce_tensor_list
-ddp_allreduce_tensor_list.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ddp_allreduce_options)]
+ddp_allreduce_tensor_list.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ddp_collective_options)]
 ddp_allreduce_tensor_list.restype = ctypes.c_int
 ddp_allreduce_tensor_list.errcheck = _check_status
 
 ddp_allreduce_tensor_list_async = _lib.ddp_allreduce_tensor_list_async
-ddp_allreduce_tensor_list_async.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ddp_allreduce_options), ctypes.POINTER(ctypes.POINTER(ddp_request))]
+ddp_allreduce_tensor_list_async.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ddp_collective_options), ctypes.POINTER(ctypes.POINTER(ddp_request))]
 ddp_allreduce_tensor_list_async.restype = ctypes.c_int
 ddp_allreduce_tensor_list_async.errcheck = _check_status
 
@@ -330,27 +333,27 @@ ddp_request_free.restype = ctypes.c_int
 ddp_request_free.errcheck = _check_status
 
 ddp_broadcast_tensor_list = _lib.ddp_broadcast_tensor_list
-ddp_broadcast_tensor_list.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.c_int32]
+ddp_broadcast_tensor_list.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.c_int32, ctypes.POINTER(ddp_collective_options)]
 ddp_broadcast_tensor_list.restype = ctypes.c_int
 ddp_broadcast_tensor_list.errcheck = _check_status
 
 ddp_reduce_tensor_list = _lib.ddp_reduce_tensor_list
-ddp_reduce_tensor_list.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.c_int, ctypes.c_int32]
+ddp_reduce_tensor_list.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.c_int, ctypes.c_int32, ctypes.POINTER(ddp_collective_options)]
 ddp_reduce_tensor_list.restype = ctypes.c_int
 ddp_reduce_tensor_list.errcheck = _check_status
 
 ddp_sync_optimizer_state = _lib.ddp_sync_optimizer_state
-ddp_sync_optimizer_state.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.POINTER(ctypes.c_double), ctypes.c_int64, ctypes.c_int32]
+ddp_sync_optimizer_state.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.POINTER(ctypes.c_double), ctypes.c_int64, ctypes.c_int32, ctypes.POINTER(ddp_collective_options)]
 ddp_sync_optimizer_state.restype = ctypes.c_int
 ddp_sync_optimizer_state.errcheck = _check_status
 
 ddp_check_replicas = _lib.ddp_check_replicas
-ddp_check_replicas.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.POINTER(ctypes.c_int32)]
+ddp_check_replicas.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.POINTER(ddp_collective_options), ctypes.POINTER(ctypes.c_int32)]
 ddp_check_replicas.restype = ctypes.c_int
 ddp_check_replicas.errcheck = _check_status
 
 ddp_barrier = _lib.ddp_barrier
-ddp_barrier.argtypes = [ctypes.POINTER(ddp_comm)]
+ddp_barrier.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_collective_options)]
 ddp_barrier.restype = ctypes.c_int
 ddp_barrier.errcheck = _check_status
 
@@ -365,7 +368,7 @@ ddp_set_log_callback.restype = ctypes.c_int
 ddp_set_log_callback.errcheck = _check_status
 
 ddp_shard_options_init = _lib.ddp_shard_options_init
-ddp_shard_options_init.argtypes = [ctypes.POINTER(ddp_shard_options)]
+ddp_shard_options_init.argtypes = [ctypes.POINTER(ddp_shard_options), ctypes.c_uint32]
 ddp_shard_options_init.restype = ctypes.c_int
 ddp_shard_options_init.errcheck = _check_status
 

@@ -14,7 +14,7 @@ def _options(shuffle, seed, epoch, drop_last, strategy):
     if seed < 0 or epoch < 0:
         raise ValueError(f"seed ({seed}) and epoch ({epoch}) must be non-negative")
     options = _ffi.ddp_shard_options()
-    _ffi.ddp_shard_options_init(options)
+    _ffi.ddp_shard_options_init(options, ctypes.sizeof(options))
     options.shuffle, options.seed, options.epoch = int(bool(shuffle)), seed, epoch
     options.drop_last, options.strategy = int(bool(drop_last)), STRATEGY_OF_NAME[strategy]
     return options
