@@ -84,7 +84,7 @@ struct Buffers {
     std::vector<ddp_tensor> list;
     explicit Buffers(const GradientList& g) {
         for (int64_t c : g.counts) tensors.emplace_back(static_cast<size_t>(c), 1.0f + static_cast<float>(rank));
-        for (auto& t : tensors) list.push_back({t.data(), static_cast<int64_t>(t.size()), DDP_DTYPE_F32, DDP_DEVICE_CPU, 0});
+        for (auto& t : tensors) list.push_back({t.data(), static_cast<int64_t>(t.size()), DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
     }
 };
 
@@ -147,7 +147,7 @@ void bench_list(FILE* csv, const std::string& label, const GradientList& g, int 
     std::vector<ddp_tensor> views;
     int64_t offset = 0;
     for (int64_t count : g.counts) {
-        views.push_back({flat.data() + offset, count, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0});
+        views.push_back({flat.data() + offset, count, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
         offset += count;
     }
     strategies.emplace_back("libddp, views of (c)", [&] {
@@ -181,7 +181,7 @@ void bench_list(FILE* csv, const std::string& label, const GradientList& g, int 
 // Per-call overhead: libddp's agreement and dispatch around a 4-byte reduction.
 void bench_overhead(const std::string& label) {
     float value = 1;
-    ddp_tensor one{&value, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0};
+    ddp_tensor one{&value, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
     const int calls = 2000;
     const Stats ddp = time_runs(1, 7, [&] {
         for (int i = 0; i < calls; ++i) ddp_allreduce_tensor_list(world, &one, 1, DDP_OP_SUM, nullptr);

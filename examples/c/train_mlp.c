@@ -76,10 +76,10 @@ static float backprop(const Params* p, const float* x, float y, Params* g) {
 
 static void describe(Params* p, ddp_tensor t[4]) {
     ddp_tensor list[4] = {
-        {p->w1, HIDDEN * INPUTS, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0},
-        {p->b1, HIDDEN, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0},
-        {p->w2, HIDDEN, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0},
-        {p->b2, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0},
+        {p->w1, HIDDEN * INPUTS, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0},
+        {p->b1, HIDDEN, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0},
+        {p->w2, HIDDEN, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0},
+        {p->b2, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0},
     };
     memcpy(t, list, sizeof list);
 }
@@ -132,7 +132,7 @@ int main(void) {
         }
         /* The mean loss over every rank's samples. */
         loss = epoch_loss / (double)count;
-        ddp_tensor loss_tensor = {&loss, 1, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0};
+        ddp_tensor loss_tensor = {&loss, 1, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0, 0};
         check(ddp_allreduce_tensor_list(world, &loss_tensor, 1, DDP_OP_AVG, NULL), "loss allreduce");
         if (epoch == 0) first_loss = loss;
         if (rank == 0) {

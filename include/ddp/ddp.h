@@ -538,6 +538,29 @@ DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t worl
                                      const ddp_shard_options* opts, int64_t* out,
                                      int64_t capacity, int64_t* count);
 
+/* ------------------------------------------------------------------------ */
+/* Experimental API                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* What follows is declared only when DDP_EXPERIMENTAL_API is defined before
+ * this header is included. These functions are exported, so they can ship
+ * and be tried before they are frozen, but they are outside the ABI
+ * promise: a minor release may change or remove them (the ABI baseline in
+ * abi/ does not cover them), and bindings mark them experimental. */
+#ifdef DDP_EXPERIMENTAL_API
+
+/**
+ * Breaks the communicator on purpose and tells every peer, as a timeout
+ * does: every later call on it, here and on the peers, returns
+ * DDP_ERR_TIMEOUT naming this rank and `reason` (may be NULL), instead of
+ * the peers waiting for this rank until their timeout. For a rank that hit
+ * an error of its own (a NaN loss, an out-of-memory) and is about to stop.
+ * Local; never blocks. ddp_finalize is still needed.
+ */
+DDP_API ddp_status ddp_comm_abort(ddp_comm* comm, const char* reason);
+
+#endif /* DDP_EXPERIMENTAL_API */
+
 #ifdef __cplusplus
 }
 #endif

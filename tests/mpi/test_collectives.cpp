@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "half.hpp"
+#include "device/cpu/half.hpp"
 #include "mpi_test_main.hpp"
 
 using mpi_test::message;
@@ -99,7 +99,7 @@ struct TensorList {
         size_t offset = 0;
         for (size_t t = 0; t < counts.size(); ++t) {
             unsigned char* data = views ? buffers[0].data() + offset : buffers[t].data();
-            tensors.push_back({counts[t] ? data : nullptr, counts[t], dtype, DDP_DEVICE_CPU, 0});
+            tensors.push_back({counts[t] ? data : nullptr, counts[t], dtype, DDP_DEVICE_CPU, 0, 0});
             offset += static_cast<size_t>(counts[t]) * width(dtype);
         }
     }

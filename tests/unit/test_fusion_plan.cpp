@@ -3,13 +3,13 @@
 
 #include <vector>
 
-#include "fusion_plan.hpp"
+#include "core/fusion_plan.hpp"
 
 namespace {
 
 ddp_tensor tensor(int64_t count, ddp_dtype dtype = DDP_DTYPE_F32) {
     static float storage;
-    return ddp_tensor{&storage, count, dtype, DDP_DEVICE_CPU, 0};
+    return ddp_tensor{&storage, count, dtype, DDP_DEVICE_CPU, 0, 0};
 }
 
 std::vector<int64_t> members(const ddp::FusionPlan& plan, size_t step) {

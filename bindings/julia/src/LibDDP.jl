@@ -233,4 +233,8 @@ function ddp_shard_indices(n_items, rank, world, opts, out, capacity, count)
     @ccall libddp.ddp_shard_indices(n_items::Int64, rank::Int32, world::Int32, opts::Ptr{ddp_shard_options}, out::Ptr{Int64}, capacity::Int64, count::Ptr{Int64})::ddp_status
 end
 
+function ddp_comm_abort(comm, reason)
+    @ccall libddp.ddp_comm_abort(comm::Ptr{ddp_comm}, reason::Ptr{Cchar})::ddp_status
+end
+
 end # module

@@ -381,3 +381,8 @@ ddp_shard_indices = _lib.ddp_shard_indices
 ddp_shard_indices.argtypes = [ctypes.c_int64, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ddp_shard_options), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)]
 ddp_shard_indices.restype = ctypes.c_int
 ddp_shard_indices.errcheck = _check_status
+
+ddp_comm_abort = _lib.ddp_comm_abort
+ddp_comm_abort.argtypes = [ctypes.POINTER(ddp_comm), ctypes.c_char_p]
+ddp_comm_abort.restype = ctypes.c_int
+ddp_comm_abort.errcheck = _check_status

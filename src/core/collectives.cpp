@@ -1,0 +1,202 @@
+#include "core/collectives.hpp"
+
+#include <cstring>
+#include <functional>
+
+#include "control/agreement.hpp"
+#include "device/cpu/elementwise.hpp"
+#include "util/dtype.hpp"
+#include "util/hash.hpp"
+
+namespace ddp {
+
+namespace {
+
+size_t byte_size(const ddp_tensor& tensor) {
+    return static_cast<size_t>(tensor.count) * element_size(dtype_of(tensor));
+}
+
+// Copies the members of a fused step into the bucket, back to back.
+void pack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors, std::byte* bucket) {
+    for (int64_t index : plan.members_of(step)) {
+        const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
+        std::memcpy(bucket, tensor.data, byte_size(tensor));
+        bucket += byte_size(tensor);
+    }
+}
+
+// Copies the bucket back into the members, dividing by `divisor` for AVG.
+void unpack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors,
+            const std::byte* bucket, double divisor) {
+    for (int64_t index : plan.members_of(step)) {
+        const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
+        if (divisor != 1.0)
+            divide_copy(tensor.data, bucket, tensor.count, dtype_of(tensor), divisor);
+        else
+            std::memcpy(tensor.data, bucket, byte_size(tensor));
+        bucket += byte_size(tensor);
+    }
+}
+
+// Whether this rank's members of a fused step already lie back to back in
+// memory (views into one flat gradient buffer, as ComponentArrays or a
+// destructured model give): then the step runs on them in place, with no
+// packing. Only the buffer differs between ranks, never the backend call, so
+// ranks with different memory layouts still issue the same operations.
+std::byte* contiguous_members(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors) {
+    const auto members = plan.members_of(step);
+    auto* start = static_cast<std::byte*>(tensors[static_cast<size_t>(members[0])].data);
+    const std::byte* next = start;
+    for (int64_t index : members) {
+        const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
+        if (byte_size(tensor) == 0) continue;
+        if (tensor.data != next) return nullptr;
+        next += byte_size(tensor);
+    }
+    return start;
+}
+
+/// What a plan step does on one buffer: start the backend operation.
+using StartStep = std::function<std::unique_ptr<Pending>(void* data, int64_t count, ddp_dtype dtype)>;
+
+// Runs every plan step through `start`, waiting for each under the call's
+// deadline: on the tensor itself for single tensors and for members already
+// contiguous in memory, else on the bucket (packing before when
+// `pack_before`, unpacking after when `unpack_after`).
+void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, std::span<const ddp_tensor> tensors,
+              bool pack_before, bool unpack_after, double divisor, const StartStep& start) {
+    std::byte* bucket = comm.fusion_buffer(static_cast<size_t>(plan.largest_bucket_bytes)).data();
+    auto step_on = [&](void* data, int64_t count, ddp_dtype dtype) {
+        comm.control().wait(context, start(data, count, dtype), WaitStyle::for_data);
+    };
+    for (const PlanStep& step : plan.steps) {
+        if (step.fused) {
+            if (std::byte* in_place = contiguous_members(plan, step, tensors)) {
+                step_on(in_place, step.elements, step.dtype);
+                if (unpack_after && divisor != 1.0) divide_copy(in_place, in_place, step.elements, step.dtype, divisor);
+                continue;
+            }
+            if (pack_before) pack(plan, step, tensors, bucket);
+            step_on(bucket, step.elements, step.dtype);
+            if (unpack_after) unpack(plan, step, tensors, bucket, divisor);
+        } else {
+            const ddp_tensor& tensor = tensors[static_cast<size_t>(plan.members_of(step)[0])];
+            step_on(tensor.data, tensor.count, dtype_of(tensor));
+            if (unpack_after && divisor != 1.0)
+                divide_copy(tensor.data, tensor.data, tensor.count, dtype_of(tensor), divisor);
+        }
+    }
+}
+
+ddp_op backend_op(ddp_op op) { return op == DDP_OP_AVG ? DDP_OP_SUM : op; }
+
+double avg_divisor(Communicator& comm, ddp_op op) {
+    return op == DDP_OP_AVG ? static_cast<double>(comm.backend().size()) : 1.0;
+}
+
+// Root's tensors to every rank, fused as the plan says.
+void broadcast_planned(Communicator& comm, CallContext& context, const FusionPlan& plan,
+                       std::span<const ddp_tensor> tensors, int root) {
+    Backend& backend = comm.backend();
+    const bool is_root = backend.rank() == root;
+    run_plan(comm, context, plan, tensors, is_root, !is_root, 1.0, [&](void* data, int64_t count, ddp_dtype dtype) {
+        return backend.start_broadcast(data, count * static_cast<int64_t>(element_size(dtype)), root);
+    });
+}
+
+// check_replicas' data phase: (max hash, ~min hash) per tensor is equal on
+// every rank iff max == min.
+void compare_replicas(Communicator& comm, CallContext& context, const CollectiveCall& call) {
+    Backend& backend = comm.backend();
+    const auto tensors = call.tensors;
+    std::vector<uint64_t> extremes(2 * tensors.size()), hashes(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        hashes[i] = hash_bytes(tensors[i].data, byte_size(tensors[i]));
+        extremes[2 * i] = hashes[i];
+        extremes[2 * i + 1] = ~hashes[i];
+    }
+    comm.control().wait(context, backend.start_max_u64(extremes), WaitStyle::for_data);
+    *call.identical = true;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        if (extremes[2 * i] == ~extremes[2 * i + 1]) continue;
+        std::vector<std::vector<uint64_t>> all;
+        comm.control().wait(context, backend.start_allgather_u64(std::span(&hashes[i], 1), all), WaitStyle::for_data);
+        size_t other = 1;
+        while (other < all.size() && all[other][0] == all[0][0]) ++other;
+        *call.identical = false;
+        *call.difference = "check_replicas: tensor " + std::to_string(i) + " (" + dtype_name(tensors[i].dtype) + "[" +
+                           std::to_string(tensors[i].count) + "]) differs between rank 0 and rank " +
+                           std::to_string(other);
+        return;
+    }
+}
+
+void move_data(Communicator& comm, CallContext& context, const CollectiveCall& call, const FusionPlan& plan) {
+    Backend& backend = comm.backend();
+    switch (call.kind) {
+    case CollectiveKind::allreduce:
+        run_plan(comm, context, plan, call.tensors, true, true, avg_divisor(comm, call.op),
+                 [&](void* data, int64_t count, ddp_dtype dtype) {
+                     return backend.start_allreduce(data, count, dtype, backend_op(call.op));
+                 });
+        return;
+    case CollectiveKind::reduce: {
+        const bool is_root = backend.rank() == call.root;
+        run_plan(comm, context, plan, call.tensors, true, is_root, avg_divisor(comm, call.op),
+                 [&](void* data, int64_t count, ddp_dtype dtype) {
+                     return backend.start_reduce(data, count, dtype, backend_op(call.op), call.root);
+                 });
+        return;
+    }
+    case CollectiveKind::broadcast: broadcast_planned(comm, context, plan, call.tensors, call.root); return;
+    case CollectiveKind::sync_optimizer_state:
+        broadcast_planned(comm, context, plan, call.tensors, call.root);
+        if (!call.scalars.empty())
+            comm.control().wait(context,
+                                backend.start_broadcast(call.scalars.data(),
+                                                        static_cast<int64_t>(call.scalars.size_bytes()), call.root),
+                                WaitStyle::for_data);
+        return;
+    case CollectiveKind::check_replicas: return;  // compared without a plan, above
+    case CollectiveKind::barrier: return;         // agreement needs every rank: it is the barrier
+    }
+}
+
+/// Ends the control plane's record of a call however it leaves.
+class CallScope {
+public:
+    explicit CallScope(ControlPlane& control) : control_(control) {}
+    ~CallScope() { control_.end(); }
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+
+private:
+    ControlPlane& control_;
+};
+
+}  // namespace
+
+void run_collective(Communicator& comm, const CollectiveCall& call) {
+    ControlPlane& control = comm.control();
+    CallContext context = control.begin(call.kind, call.timeout_s);
+    CallScope scope(control);
+    const std::vector<uint64_t> words = encode(CallDescription{call.kind, call.op, call.root, call.fusion_bytes,
+                                                               static_cast<int64_t>(call.scalars.size()), call.tensors});
+    agree(comm.backend(), control, context, words);
+    if (comm.backend().size() == 1) {  // one rank: every result is the input
+        if (call.identical != nullptr) *call.identical = true;
+        return;
+    }
+    if (call.kind == CollectiveKind::check_replicas) return compare_replicas(comm, context, call);
+    const FusionPlan& plan = comm.plans().plan(words, call.tensors, policy_for_bucket_bytes(call.fusion_bytes));
+    move_data(comm, context, call, plan);
+}
+
+void announce_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s) {
+    ControlPlane& control = comm.control();
+    CallContext context = control.begin(kind, timeout_s);
+    CallScope scope(control);
+    agree_on_invalid_call(comm.backend(), control, context);
+}
+
+}  // namespace ddp

@@ -1,0 +1,67 @@
+// A live process group: the backend (data plane), the control plane that
+// holds every collective to its deadline, the settings resolved at init,
+// the scratch buffer and plan cache reused across calls, and the worker
+// that runs async requests.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "control/control_plane.hpp"
+#include "core/async_worker.hpp"
+#include "core/plan_cache.hpp"
+#include "core/settings.hpp"
+
+namespace ddp {
+
+class Communicator {
+public:
+    Communicator(std::unique_ptr<Backend> backend, const Settings& settings, int device);
+    ~Communicator();
+    Communicator(const Communicator&) = delete;
+    Communicator& operator=(const Communicator&) = delete;
+
+    Backend& backend() { return *backend_; }
+    const Backend& backend() const { return *backend_; }
+    ControlPlane& control() { return control_; }
+    const Settings& settings() const { return settings_; }
+    int device() const { return device_; }
+
+    /// Runs a collective on the caller's thread after every async request
+    /// started earlier has finished, so that ranks see calls in one order.
+    /// A second thread entering while one is inside fails at once.
+    void run(const std::function<void()>& collective);
+    /// Queues a collective for the background worker.
+    std::shared_ptr<RequestState> submit(std::function<void()> collective);
+
+    /// A scratch buffer of at least `bytes`, kept between calls.
+    std::span<std::byte> fusion_buffer(size_t bytes);
+    PlanCache& plans() { return plans_; }
+
+    /// Waits for async work, then releases the backend; returns in bounded
+    /// time even when peers are gone (see ddp_finalize).
+    void finalize();
+
+private:
+    /// Marks the communicator in use by the calling thread for one entry.
+    class Entry;
+    /// Whether every rank reaches finalize: waits up to the timeout, or
+    /// less after a timeout when a silent peer shows it is gone.
+    bool peers_reach_finalize();
+
+    std::unique_ptr<Backend> backend_;
+    Settings settings_;
+    ControlPlane control_;
+    int device_;
+    std::atomic<bool> in_use_{false};
+    std::vector<std::byte> buffer_;
+    PlanCache plans_{8};
+    AsyncWorker worker_;  // last: its thread stops before the rest goes
+};
+
+}  // namespace ddp
