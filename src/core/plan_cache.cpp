@@ -13,6 +13,7 @@ const FusionPlan& PlanCache::plan(std::span<const uint64_t> words, std::span<con
         entries_.splice(entries_.begin(), entries_, hit);
         return entries_.front().plan;
     }
+    ++misses_;
     if (entries_.size() >= capacity_) entries_.pop_back();
     entries_.push_front(Entry{std::vector<uint64_t>(words.begin(), words.end()), plan_fusion(tensors, policy)});
     return entries_.front().plan;

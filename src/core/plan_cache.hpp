@@ -23,12 +23,16 @@ public:
     const FusionPlan& plan(std::span<const uint64_t> words, std::span<const ddp_tensor> tensors,
                            const FusionPolicy& policy);
 
+    /// How many calls had to plan (for tests and benchmarks).
+    size_t misses() const { return misses_; }
+
 private:
     struct Entry {
         std::vector<uint64_t> words;
         FusionPlan plan;
     };
     size_t capacity_;
+    size_t misses_ = 0;
     std::list<Entry> entries_;  // most recently used first
 };
 
