@@ -122,7 +122,8 @@ void print_row(FILE* csv, const std::string& label, const GradientList& g, const
     if (rank != 0) return;
     std::printf("%-10s %-6s %-22s %10.3f %10.3f %10.3f %8.2f\n", g.name.c_str(), label.c_str(), strategy.c_str(),
                 s.median * 1e3, s.min * 1e3, s.max * 1e3, s.median / ddp_median);
-    std::fprintf(csv, "%s,%s,%d,%s,%.6f,%.6f,%.6f,%.4f\n", g.name.c_str(), label.c_str(), size, strategy.c_str(),
+    // The strategy is quoted: names like "libddp, views of (c)" hold commas.
+    std::fprintf(csv, "%s,%s,%d,\"%s\",%.6f,%.6f,%.6f,%.4f\n", g.name.c_str(), label.c_str(), size, strategy.c_str(),
                  s.median * 1e3, s.min * 1e3, s.max * 1e3, s.median / ddp_median);
 }
 

@@ -61,7 +61,7 @@ PeerStatus ControlPlane::status() const {
 }
 
 void ControlPlane::require_usable() {
-    backend_.poll_control();
+    if (!backend_.answers_in_background()) backend_.poll_control();
     if (!broken()) {
         if (auto notice = backend_.abort_notice()) peer_gave_up(*notice, nullptr);
         return;

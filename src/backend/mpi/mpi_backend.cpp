@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <climits>
 #include <condition_variable>
 #include <list>
@@ -86,6 +87,29 @@ private:
     }
     Table f16_{}, bf16_{}, f32_{}, f64_{};
 };
+
+// Open MPI's default choice of non-blocking allreduce algorithm (libnbc)
+// is 2-3x slower than its blocking one on large buffers; the Rabenseifner
+// algorithm (3) matches or beats it (README, Design decisions). The setting
+// is process-wide, so it is made only where nobody chose: the environment
+// does not name it and its value is still 0 ("libnbc decides"). Other MPI
+// libraries have no such variable, and nothing happens.
+void choose_nonblocking_allreduce_algorithm() {
+    constexpr const char* variable = "coll_libnbc_iallreduce_algorithm";
+    constexpr int rabenseifner = 3;
+    if (std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm") != nullptr) return;
+    int provided = 0;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return;
+    int index = 0, count = 0, current = -1;
+    MPI_T_cvar_handle handle;
+    if (MPI_T_cvar_get_index(variable, &index) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+        if (count == 1 && MPI_T_cvar_read(handle, &current) == MPI_SUCCESS && current == 0)
+            MPI_T_cvar_write(handle, &rabenseifner);
+        MPI_T_cvar_handle_free(&handle);
+    }
+    MPI_T_finalize();
+}
 
 MPI_Datatype mpi_type(ddp_dtype dtype) {
     switch (dtype) {
@@ -219,14 +243,10 @@ public:
         if (initialized) {
             check(MPI_Query_thread(&thread_level_), "MPI_Query_thread");
         } else {
-            // Open MPI's default choice of non-blocking allreduce algorithm is
-            // 2-3x slower than its blocking one on large buffers; the
-            // Rabenseifner algorithm matches it (see README, Design
-            // decisions). A value the user set is kept.
-            setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", 0);
             check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &thread_level_), "MPI_Init_thread");
             owns_mpi_ = true;
         }
+        choose_nonblocking_allreduce_algorithm();
         MPI_Comm base = MPI_COMM_WORLD;
         if (mpi_comm_fortran != DDP_NO_MPI_COMM) {
             base = MPI_Comm_f2c(static_cast<MPI_Fint>(mpi_comm_fortran));
@@ -342,8 +362,10 @@ public:
         }
         check(MPI_Test(&abort_receive_, &done, MPI_STATUS_IGNORE), "MPI_Test");
         if (done) {
-            if (!notice_)
+            if (!notice_) {
                 notice_ = AbortNotice{static_cast<int>(abort_words_[0]), abort_words_[1], abort_words_[2]};
+                has_notice_.store(true, std::memory_order_release);
+            }
             check(MPI_Irecv(abort_words_.data(), 3, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_,
                             &abort_receive_),
                   "MPI_Irecv");
@@ -356,6 +378,7 @@ public:
     }
 
     std::optional<AbortNotice> abort_notice() override {
+        if (!has_notice_.load(std::memory_order_acquire)) return std::nullopt;  // the hot path: no lock
         std::lock_guard lock(control_mutex_);
         return notice_;
     }
@@ -501,6 +524,7 @@ private:
     MPI_Request query_receive_ = MPI_REQUEST_NULL, abort_receive_ = MPI_REQUEST_NULL;
     std::list<Message> replies_, aborts_sent_;  // lists: MPI holds pointers into them
     std::optional<AbortNotice> notice_;
+    std::atomic<bool> has_notice_{false};
     uint64_t nonce_ = 0;
     std::vector<std::unique_ptr<Pending>> abandoned_;
 
