@@ -243,10 +243,13 @@ void bench_overlap(const std::string& label, const GradientList& g, int runs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 5) {
-        std::fprintf(stderr, "usage: %s MODELS_DIR LABEL RUNS CSV\n", argv[0]);
+    if (argc != 5 && argc != 6) {
+        std::fprintf(stderr, "usage: %s MODELS_DIR LABEL RUNS CSV [SECTIONS]\n"
+                             "  SECTIONS: comma-separated lists,overhead,overlap (default: all)\n", argv[0]);
         return 2;
     }
+    const std::string sections = argc == 6 ? argv[5] : "lists,overhead,overlap";
+    auto wanted = [&](const char* section) { return sections.find(section) != std::string::npos; };
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -268,9 +271,10 @@ int main(int argc, char** argv) {
     if (rank == 0)
         std::printf("%-10s %-6s %-22s %10s %10s %10s %8s\n", "list", "btl", "strategy", "median ms", "min ms",
                     "max ms", "x libddp");
-    for (const auto& g : lists) bench_list(csv, label, g, runs);
-    bench_overhead(label);
-    bench_overlap(label, lists[0], runs);
+    if (wanted("lists"))
+        for (const auto& g : lists) bench_list(csv, label, g, runs);
+    if (wanted("overhead")) bench_overhead(label);
+    if (wanted("overlap")) bench_overlap(label, lists[0], runs);
     if (csv) std::fclose(csv);
     ddp_finalize(world);
     MPI_Finalize();

@@ -19,6 +19,16 @@ namespace ddp {
 /// overflowing (a timeout of 1e12 s means "for ever", not "already past").
 Clock::time_point deadline_after(double seconds);
 
+/// How a wait paces itself once the first microseconds have passed.
+enum class WaitStyle {
+    for_peers,  ///< agreement: peers may be far away; sleep briefly between tests
+    for_data,   ///< data transfer: MPI progresses only while tested; just yield
+    /// data transfer on the async worker, beside the caller's compute: sleep
+    /// briefly between tests, so that a busy-polling worker does not take a
+    /// core from the compute it is meant to hide behind.
+    in_background,
+};
+
 /// One collective in progress on this rank.
 struct CallContext {
     CollectiveKind kind;
@@ -27,13 +37,9 @@ struct CallContext {
     Clock::time_point deadline;
     Clock::time_point stall_warning_at;
     bool stall_reported = false;
+    WaitStyle data_wait = WaitStyle::for_data;  ///< how its data transfers are waited for
 };
 
-/// How a wait paces itself once the first microseconds have passed.
-enum class WaitStyle {
-    for_peers,  ///< agreement: peers may be far away; sleep briefly between tests
-    for_data,   ///< data transfer: MPI progresses only while tested; just yield
-};
 
 class ControlPlane {
 public:

@@ -67,7 +67,7 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
               bool pack_before, bool unpack_after, double divisor, const StartStep& start) {
     std::byte* bucket = comm.fusion_buffer(static_cast<size_t>(plan.largest_bucket_bytes)).data();
     auto step_on = [&](void* data, int64_t count, ddp_dtype dtype) {
-        comm.control().wait(context, start(data, count, dtype), WaitStyle::for_data);
+        comm.control().wait(context, start(data, count, dtype), context.data_wait);
     };
     for (const PlanStep& step : plan.steps) {
         if (step.fused) {
@@ -115,12 +115,12 @@ void compare_replicas(Communicator& comm, CallContext& context, const Collective
         extremes[2 * i] = hashes[i];
         extremes[2 * i + 1] = ~hashes[i];
     }
-    comm.control().wait(context, backend.start_max_u64(extremes), WaitStyle::for_data);
+    comm.control().wait(context, backend.start_max_u64(extremes), context.data_wait);
     *call.identical = true;
     for (size_t i = 0; i < tensors.size(); ++i) {
         if (extremes[2 * i] == ~extremes[2 * i + 1]) continue;
         std::vector<std::vector<uint64_t>> all;
-        comm.control().wait(context, backend.start_allgather_u64(std::span(&hashes[i], 1), all), WaitStyle::for_data);
+        comm.control().wait(context, backend.start_allgather_u64(std::span(&hashes[i], 1), all), context.data_wait);
         size_t other = 1;
         while (other < all.size() && all[other][0] == all[0][0]) ++other;
         *call.identical = false;
@@ -155,7 +155,7 @@ void move_data(Communicator& comm, CallContext& context, const CollectiveCall& c
             comm.control().wait(context,
                                 backend.start_broadcast(call.scalars.data(),
                                                         static_cast<int64_t>(call.scalars.size_bytes()), call.root),
-                                WaitStyle::for_data);
+                                context.data_wait);
         return;
     case CollectiveKind::check_replicas: return;  // compared without a plan, above
     case CollectiveKind::barrier: return;         // agreement needs every rank: it is the barrier
@@ -179,6 +179,7 @@ private:
 void run_collective(Communicator& comm, const CollectiveCall& call) {
     ControlPlane& control = comm.control();
     CallContext context = control.begin(call.kind, call.timeout_s);
+    if (call.in_background) context.data_wait = WaitStyle::in_background;
     CallScope scope(control);
     const std::vector<uint64_t> words = encode(CallDescription{call.kind, call.op, call.root, call.fusion_bytes,
                                                                static_cast<int64_t>(call.scalars.size()), call.tensors});
