@@ -13,6 +13,7 @@
 #include "control/agreement.hpp"
 #include "core/collectives.hpp"
 #include "core/communicator.hpp"
+#include "core/reducer.hpp"
 #include "core/settings.hpp"
 #include "core/shard.hpp"
 #include "ddp/ddp.h"
@@ -30,6 +31,11 @@ struct ddp_comm {
 
 struct ddp_request {
     std::shared_ptr<ddp::RequestState> state;
+};
+
+struct ddp_reducer {
+    ddp_comm* comm;  // checked on every call: the communicator may be finalized first
+    std::unique_ptr<ddp::Reducer> reducer;
 };
 
 namespace {
@@ -497,6 +503,79 @@ DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t worl
         if (needed > 0) require_not_null(out, "out");
         shard_indices(n_items, rank, world, opts, std::span(out, static_cast<size_t>(needed)));
         *count = needed;
+    });
+}
+
+DDP_API ddp_status ddp_reducer_create(ddp_comm* comm, const ddp_tensor* gradients, int64_t n, ddp_op op,
+                                      const ddp_collective_options* opts, ddp_reducer** reducer) {
+    return guarded([&] {
+        Communicator& c = live_comm(comm);
+        c.run([&] {
+            double timeout_s = 0;
+            CallOptions options{};
+            std::span<const ddp_tensor> list;
+            ddp_op checked = DDP_OP_SUM;
+            try {
+                require_not_null(reducer, "reducer");
+                options = checked_call_options(opts, c);
+                timeout_s = options.timeout_s;
+                list = checked_tensor_list(gradients, n, "gradients", DataPointers::ignored);
+                checked = checked_op(op, list);
+            } catch (const Error& invalid) {
+                report_invalid_call(c, CollectiveKind::reducer_create, timeout_s, invalid);
+            }
+            const int64_t bucket_bytes = options.fusion_bytes > 0 ? options.fusion_bytes : 0;
+            auto made = std::make_unique<ddp_reducer>(
+                ddp_reducer{comm, std::make_unique<Reducer>(c, list, checked, bucket_bytes, options.timeout_s)});
+            *reducer = made.release();
+        });
+    });
+}
+
+namespace {
+Reducer& live_reducer(ddp_reducer* handle) {
+    if (handle == nullptr) fail(DDP_ERR_INVALID_ARGUMENT, "reducer is NULL");
+    live_comm(handle->comm);
+    return *handle->reducer;
+}
+
+size_t checked_gradient_index(const Reducer& reducer, int64_t index) {
+    if (index < 0 || index >= reducer.size())
+        fail(DDP_ERR_INVALID_ARGUMENT, "index is " + std::to_string(index) + "; the reducer has " +
+                                           std::to_string(reducer.size()) + " gradients");
+    return static_cast<size_t>(index);
+}
+}  // namespace
+
+DDP_API ddp_status ddp_reducer_gradient(ddp_reducer* reducer, int64_t index, ddp_tensor* gradient) {
+    return guarded([&] {
+        Reducer& r = live_reducer(reducer);
+        checked_gradient_index(r, index);
+        require_not_null(gradient, "gradient") = r.gradient(index);
+    });
+}
+
+DDP_API ddp_status ddp_reducer_mark_ready(ddp_reducer* reducer, int64_t index) {
+    return guarded([&] {
+        Reducer& r = live_reducer(reducer);
+        checked_gradient_index(r, index);
+        live_comm(reducer->comm).run_reducer_call([&] { r.mark_ready(index); });
+    });
+}
+
+DDP_API ddp_status ddp_reducer_wait(ddp_reducer* reducer) {
+    return guarded([&] {
+        Reducer& r = live_reducer(reducer);
+        live_comm(reducer->comm).run_reducer_call([&] { r.wait(); });
+    });
+}
+
+DDP_API ddp_status ddp_reducer_free(ddp_reducer* reducer) {
+    if (reducer == nullptr) return DDP_OK;
+    std::unique_ptr<ddp_reducer> owned(reducer);
+    return guarded([&] {
+        if (owned->comm == nullptr || owned->comm->magic != ddp_comm::expected_magic || !owned->comm->live) return;
+        if (owned->reducer->step_open()) owned->comm->live->run_reducer_call([&] { owned->reducer->wait(); });
     });
 }
 

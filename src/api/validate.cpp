@@ -37,7 +37,8 @@ void check_device(const ddp_tensor& tensor, const char* what, size_t index) {
 
 }  // namespace
 
-std::span<const ddp_tensor> checked_tensor_list(const ddp_tensor* tensors, int64_t n, const char* what) {
+std::span<const ddp_tensor> checked_tensor_list(const ddp_tensor* tensors, int64_t n, const char* what,
+                                                DataPointers data) {
     if (n < 0)
         fail(DDP_ERR_INVALID_ARGUMENT,
              "the number of " + std::string(what) + " is " + std::to_string(n) + "; it must be >= 0");
@@ -57,7 +58,7 @@ std::span<const ddp_tensor> checked_tensor_list(const ddp_tensor* tensors, int64
             fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, i) + ".count " +
                                                std::to_string(tensor.count) +
                                                " is too large to address in bytes");
-        if (tensor.count > 0 && tensor.data == nullptr)
+        if (data == DataPointers::used && tensor.count > 0 && tensor.data == nullptr)
             fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, i) + ".data is NULL but its count is " +
                                                std::to_string(tensor.count));
         if (tensor.flags != 0)

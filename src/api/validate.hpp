@@ -20,8 +20,13 @@ T& require_not_null(T* pointer, const char* name) {
     return *pointer;
 }
 
+/// Whether a list's data pointers matter (a reducer's registration uses
+/// only dtypes and counts).
+enum class DataPointers { used, ignored };
+
 /// A list of `n` tensors named `what` ("tensors", "leaves").
-std::span<const ddp_tensor> checked_tensor_list(const ddp_tensor* tensors, int64_t n, const char* what);
+std::span<const ddp_tensor> checked_tensor_list(const ddp_tensor* tensors, int64_t n, const char* what,
+                                                DataPointers data = DataPointers::used);
 
 /// A valid op; AVG only when every tensor is floating.
 ddp_op checked_op(int op, std::span<const ddp_tensor> tensors);

@@ -66,14 +66,16 @@ bool hashes_agree(Backend& backend, ControlPlane& control, CallContext& context,
     return extremes[0] == ~extremes[1];
 }
 
-// Exchanges the descriptions and returns the mismatch, naming rank 0 and
-// the first rank that differs from it.
-Error mismatch(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words) {
+// Exchanges the words and returns the mismatch, naming rank 0 and the
+// first rank that differs from it.
+Error mismatch(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
+               const ExplainDifference& explain_difference) {
     std::vector<std::vector<uint64_t>> all;
     control.wait(context, backend.start_allgather_u64(words, all), WaitStyle::for_peers);
     for (size_t r = 1; r < all.size(); ++r)
-        if (all[r] != all[0]) return Error(DDP_ERR_MISMATCH, explain(all[0], 0, all[r], static_cast<int>(r)));
-    return Error(DDP_ERR_INTERNAL, "ranks' call hashes differed but their descriptions are equal");
+        if (all[r] != all[0])
+            return Error(DDP_ERR_MISMATCH, explain_difference(all[0], 0, all[r], static_cast<int>(r)));
+    return Error(DDP_ERR_INTERNAL, "ranks' hashes differed but their descriptions are equal");
 }
 
 }  // namespace
@@ -97,7 +99,13 @@ std::vector<uint64_t> encode(const CallDescription& call) {
 }
 
 void agree(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words) {
-    if (!hashes_agree(backend, control, context, hash_words(words))) throw mismatch(backend, control, context, words);
+    agree_on_words(backend, control, context, words, explain);
+}
+
+void agree_on_words(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
+                    const ExplainDifference& explain_difference) {
+    if (!hashes_agree(backend, control, context, hash_words(words)))
+        throw mismatch(backend, control, context, words, explain_difference);
 }
 
 void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext& context) {
@@ -105,7 +113,8 @@ void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext&
     words[kind_word] = static_cast<uint64_t>(context.kind);
     words[valid_word] = 0;
     try {
-        if (!hashes_agree(backend, control, context, hash_words(words))) mismatch(backend, control, context, words);
+        if (!hashes_agree(backend, control, context, hash_words(words)))
+            mismatch(backend, control, context, words, explain);
     } catch (const Error&) {
         // This rank reports its own validation error, not the mismatch or a timeout.
     }

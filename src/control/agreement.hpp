@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -33,6 +35,16 @@ std::vector<uint64_t> encode(const CallDescription& call);
 /// Agrees on the encoded call `words` (from encode). Throws
 /// DDP_ERR_MISMATCH when ranks differ, DDP_ERR_TIMEOUT past the deadline.
 void agree(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words);
+
+/// One sentence saying how rank a's words differ from rank b's.
+using ExplainDifference =
+    std::function<std::string(std::span<const uint64_t> a, int rank_a, std::span<const uint64_t> b, int rank_b)>;
+
+/// Agrees on any words the same way; on a difference every rank throws
+/// DDP_ERR_MISMATCH with `explain` applied to rank 0 and the first rank
+/// that differs from it.
+void agree_on_words(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
+                    const ExplainDifference& explain);
 
 /// Takes part in agreement for a call whose arguments failed validation on
 /// this rank, so that the peers return DDP_ERR_MISMATCH instead of waiting.

@@ -10,6 +10,8 @@ const char* kind_name(uint64_t kind) {
     case CollectiveKind::sync_optimizer_state: return "sync_optimizer_state";
     case CollectiveKind::check_replicas: return "check_replicas";
     case CollectiveKind::barrier: return "barrier";
+    case CollectiveKind::reducer_create: return "reducer_create";
+    case CollectiveKind::reducer_step: return "reducer step";
     }
     return "an unknown collective";
 }

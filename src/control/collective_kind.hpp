@@ -13,6 +13,8 @@ enum class CollectiveKind : uint64_t {
     sync_optimizer_state = 4,
     check_replicas = 5,
     barrier = 6,
+    reducer_create = 7,  ///< ddp_reducer_create
+    reducer_step = 8,    ///< one step of a reducer, from its first mark to its wait
 };
 
 /// "allreduce", ...; "an unknown collective" for other values.

@@ -159,6 +159,8 @@ void move_data(Communicator& comm, CallContext& context, const CollectiveCall& c
         return;
     case CollectiveKind::check_replicas: return;  // compared without a plan, above
     case CollectiveKind::barrier: return;         // agreement needs every rank: it is the barrier
+    case CollectiveKind::reducer_create:
+    case CollectiveKind::reducer_step: break;     // the reducer's own (core/reducer.cpp)
     }
 }
 

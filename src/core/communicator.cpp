@@ -34,14 +34,31 @@ Communicator::Communicator(std::unique_ptr<Backend> backend, const Settings& set
 
 Communicator::~Communicator() = default;
 
+namespace {
+void refuse_during_reducer_step(bool open) {
+    if (open)
+        fail(DDP_ERR_INVALID_ARGUMENT,
+             "a reducer step is open on this communicator (gradients were marked ready): call ddp_reducer_wait "
+             "before any other collective, so that no collective interleaves with the bucket reductions");
+}
+}  // namespace
+
 void Communicator::run(const std::function<void()>& collective) {
     Entry entry(in_use_);
+    refuse_during_reducer_step(reducer_step_open_);
     worker_.drain();
     collective();
 }
 
+void Communicator::run_reducer_call(const std::function<void()>& call) {
+    Entry entry(in_use_);
+    worker_.drain();
+    call();
+}
+
 std::shared_ptr<RequestState> Communicator::submit(std::function<void()> collective) {
     Entry entry(in_use_);
+    refuse_during_reducer_step(reducer_step_open_);
     control_.require_usable();
     if (!backend_->allows_background_thread())
         fail(DDP_ERR_UNSUPPORTED,

@@ -38,6 +38,12 @@ public:
     void run(const std::function<void()>& collective);
     /// Queues a collective for the background worker.
     std::shared_ptr<RequestState> submit(std::function<void()> collective);
+    /// Runs a reducer call on the caller's thread (one thread at a time, as
+    /// run()); allowed while a reducer step is open, unlike run().
+    void run_reducer_call(const std::function<void()>& call);
+    /// Opens or closes a reducer step: while one is open, no other
+    /// collective may start (it would interleave with the bucket reductions).
+    void set_reducer_step_open(bool open) { reducer_step_open_ = open; }
 
     /// A scratch buffer of at least `bytes`, kept between calls.
     std::span<std::byte> fusion_buffer(size_t bytes);
@@ -59,6 +65,7 @@ private:
     ControlPlane control_;
     int device_;
     std::atomic<bool> in_use_{false};
+    bool reducer_step_open_ = false;  // touched only by the thread holding in_use_
     std::vector<std::byte> buffer_;
     PlanCache plans_{8};
     AsyncWorker worker_;  // last: its thread stops before the rest goes
