@@ -59,6 +59,8 @@ public:
     virtual int local_size() const = 0;
     /// Whether a background thread may call this backend (MPI thread level).
     virtual bool allows_background_thread() const = 0;
+    /// Whether two threads may call it at the same time (MPI_THREAD_MULTIPLE).
+    virtual bool allows_concurrent_calls() const = 0;
 
     // Data plane. Each returns nullptr when the operation finished at once.
     /// In-place allreduce; op is SUM, PROD, MIN or MAX (AVG is done above).

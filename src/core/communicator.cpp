@@ -52,7 +52,6 @@ void Communicator::run(const std::function<void()>& collective) {
 
 void Communicator::run_reducer_call(const std::function<void()>& call) {
     Entry entry(in_use_);
-    worker_.drain();
     call();
 }
 

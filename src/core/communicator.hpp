@@ -41,6 +41,13 @@ public:
     /// Runs a reducer call on the caller's thread (one thread at a time, as
     /// run()); allowed while a reducer step is open, unlike run().
     void run_reducer_call(const std::function<void()>& call);
+    /// Waits until every async request started earlier has finished.
+    void drain_async() { worker_.drain(); }
+    /// Has the worker drive an operation the caller started (a reducer's
+    /// bucket), so it progresses while the caller computes.
+    std::shared_ptr<RequestState> drive_in_background(std::function<void()> job) {
+        return worker_.submit(std::move(job));
+    }
     /// Opens or closes a reducer step: while one is open, no other
     /// collective may start (it would interleave with the bucket reductions).
     void set_reducer_step_open(bool open) { reducer_step_open_ = open; }

@@ -1,6 +1,7 @@
 #include "core/reducer.hpp"
 
 #include <map>
+#include <string>
 
 #include "control/agreement.hpp"
 #include "device/cpu/elementwise.hpp"
@@ -76,6 +77,7 @@ ddp_tensor Reducer::gradient(int64_t index) const {
 
 void Reducer::open_step() {
     if (step_) return;
+    comm_.drain_async();  // earlier async requests first: collectives run in one order
     step_ = comm_.control().begin(CollectiveKind::reducer_step, timeout_s_);
     comm_.set_reducer_step_open(true);
 }
@@ -96,10 +98,28 @@ void Reducer::start_buckets(bool all) {
     while (next_to_start_ < buckets_.size() && (all || buckets_[next_to_start_].unmarked == 0)) {
         Bucket& bucket = buckets_[next_to_start_++];
         bucket.started = true;
-        if (backend.size() > 1 && bucket.elements > 0)
-            bucket.pending = backend.start_allreduce(bucket.storage.data(), bucket.elements, bucket.dtype,
-                                                     op_ == DDP_OP_AVG ? DDP_OP_SUM : op_);
+        if (backend.size() == 1 || bucket.elements == 0) continue;
+        bucket.pending = backend.start_allreduce(bucket.storage.data(), bucket.elements, bucket.dtype,
+                                                 op_ == DDP_OP_AVG ? DDP_OP_SUM : op_);
+        if (!backend.allows_concurrent_calls()) continue;
+        // The worker tests it while this thread computes the next gradients;
+        // std::function needs a copyable job, hence the shared holder.
+        auto holder = std::make_shared<std::unique_ptr<Pending>>(std::move(bucket.pending));
+        bucket.driven = comm_.drive_in_background([this, holder, context = *step_]() mutable {
+            comm_.control().wait(context, std::move(*holder), WaitStyle::in_background);
+        });
     }
+}
+
+void Reducer::finish_bucket(Bucket& bucket) {
+    if (bucket.driven) {
+        std::string message;
+        const ddp_status status = bucket.driven->wait(message);
+        bucket.driven.reset();
+        if (status != DDP_OK) fail(status, message);
+        return;
+    }
+    comm_.control().wait(*step_, std::move(bucket.pending), WaitStyle::for_data);
 }
 
 void Reducer::progress() {
@@ -113,7 +133,7 @@ void Reducer::wait() {
         start_buckets(true);  // unmarked ones too: no peer may wait for ever
         ControlPlane& control = comm_.control();
         for (Bucket& bucket : buckets_) {
-            control.wait(*step_, std::move(bucket.pending), WaitStyle::for_data);
+            finish_bucket(bucket);
             if (op_ == DDP_OP_AVG && comm_.backend().size() > 1)
                 divide_copy(bucket.storage.data(), bucket.storage.data(), bucket.elements, bucket.dtype,
                             static_cast<double>(comm_.backend().size()));
@@ -147,6 +167,11 @@ void Reducer::finish_step() {
     for (Bucket& bucket : buckets_) {
         bucket.unmarked = bucket.member_count;
         bucket.started = false;
+        if (bucket.driven) {  // only after a failure: the worker ends it within the step's deadline
+            std::string ignored;
+            bucket.driven->wait(ignored);
+            bucket.driven.reset();
+        }
         if (bucket.pending) {  // only after a failure: hand it over with its memory, and start afresh
             const size_t bytes = bucket.storage.size();
             comm_.backend().abandon(std::make_unique<AbandonedBucket>(std::move(bucket.pending), std::move(bucket.storage)));

@@ -41,7 +41,8 @@ private:
         std::vector<std::byte> storage;
         size_t unmarked = 0;  ///< members not yet marked this step
         size_t member_count = 0;
-        std::unique_ptr<Pending> pending;  ///< the reduction in flight
+        std::unique_ptr<Pending> pending;      ///< the reduction in flight, driven by this thread
+        std::shared_ptr<RequestState> driven;  ///< or by the communicator's worker
         bool started = false;
     };
     struct Location {
@@ -55,8 +56,11 @@ private:
     /// Starts buckets in index order (the same order on every rank, as MPI
     /// requires), as long as the next one is complete or `all` is set.
     void start_buckets(bool all);
-    /// Tests the reductions in flight, so that they progress between marks.
+    /// Tests the reductions in flight, so that they progress between marks
+    /// (when no background thread drives them).
     void progress();
+    /// Waits for bucket `b`'s reduction, wherever it is driven.
+    void finish_bucket(Bucket& bucket);
     void finish_step();
 
     Communicator& comm_;

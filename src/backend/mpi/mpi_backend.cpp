@@ -284,6 +284,7 @@ public:
     int local_rank() const override { return local_rank_; }
     int local_size() const override { return local_size_; }
     bool allows_background_thread() const override { return thread_level_ >= MPI_THREAD_SERIALIZED; }
+    bool allows_concurrent_calls() const override { return thread_level_ >= MPI_THREAD_MULTIPLE; }
 
     std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) override {
         MPI_Datatype type = mpi_type(dtype);
@@ -327,7 +328,7 @@ public:
     void start_control(const std::function<PeerStatus()>& status) override {
         status_ = status;
         // Without MPI_THREAD_MULTIPLE only the waiting loops answer peers.
-        if (thread_level_ < MPI_THREAD_MULTIPLE) return;
+        if (!allows_concurrent_calls()) return;
         responder_ = std::thread([this] {
             std::unique_lock lock(responder_mutex_);
             while (!stop_responder_) {

@@ -14,6 +14,7 @@ public:
     int local_rank() const override { return 0; }
     int local_size() const override { return 1; }
     bool allows_background_thread() const override { return true; }
+    bool allows_concurrent_calls() const override { return true; }
 
     std::unique_ptr<Pending> start_allreduce(void*, int64_t, ddp_dtype, ddp_op) override { return nullptr; }
     std::unique_ptr<Pending> start_reduce(void*, int64_t, ddp_dtype, ddp_op, int) override { return nullptr; }
