@@ -59,33 +59,53 @@ std::byte* contiguous_members(const FusionPlan& plan, const PlanStep& step, std:
 /// What a plan step does on one buffer: start the backend operation.
 using StartStep = std::function<std::unique_ptr<Pending>(void* data, int64_t count, ddp_dtype dtype)>;
 
-// Runs every plan step through `start`, waiting for each under the call's
-// deadline: on the tensor itself for single tensors and for members already
-// contiguous in memory, else on the bucket (packing before when
-// `pack_before`, unpacking after when `unpack_after`).
+// Runs every plan step through `start`, pipelined: step k+1 is packed and
+// started before step k is waited for, so packing overlaps the transfer and
+// two operations are in flight (fused steps alternate between two halves
+// of the fusion buffer). Each wait is held to the call's deadline. A step
+// runs on the tensor itself for single tensors and for members already
+// contiguous in memory, else on a bucket (packed before when `pack_before`,
+// unpacked after when `unpack_after`).
 void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, std::span<const ddp_tensor> tensors,
               bool pack_before, bool unpack_after, double divisor, const StartStep& start) {
-    std::byte* bucket = comm.fusion_buffer(static_cast<size_t>(plan.largest_bucket_bytes)).data();
-    auto step_on = [&](void* data, int64_t count, ddp_dtype dtype) {
-        comm.control().wait(context, start(data, count, dtype), context.data_wait);
+    const auto half = static_cast<size_t>(plan.largest_bucket_bytes);
+    std::byte* buffers = comm.fusion_buffer(2 * half).data();
+    struct InFlight {
+        const PlanStep* step = nullptr;
+        std::byte* data = nullptr;   // where the step ran
+        bool in_bucket = false;      // on a packed bucket (else on the caller's memory)
+        std::unique_ptr<Pending> pending;
     };
-    for (const PlanStep& step : plan.steps) {
-        if (step.fused) {
-            if (std::byte* in_place = contiguous_members(plan, step, tensors)) {
-                step_on(in_place, step.elements, step.dtype);
-                if (unpack_after && divisor != 1.0) divide_copy(in_place, in_place, step.elements, step.dtype, divisor);
-                continue;
-            }
-            if (pack_before) pack(plan, step, tensors, bucket);
-            step_on(bucket, step.elements, step.dtype);
-            if (unpack_after) unpack(plan, step, tensors, bucket, divisor);
-        } else {
-            const ddp_tensor& tensor = tensors[static_cast<size_t>(plan.members_of(step)[0])];
-            step_on(tensor.data, tensor.count, dtype_of(tensor));
-            if (unpack_after && divisor != 1.0)
-                divide_copy(tensor.data, tensor.data, tensor.count, dtype_of(tensor), divisor);
+    auto finish = [&](InFlight& flight) {
+        if (flight.step == nullptr) return;
+        comm.control().wait(context, std::move(flight.pending), context.data_wait);
+        const PlanStep& step = *flight.step;
+        if (flight.in_bucket) {
+            if (unpack_after) unpack(plan, step, tensors, flight.data, divisor);
+        } else if (unpack_after && divisor != 1.0) {
+            divide_copy(flight.data, flight.data, step.elements, step.dtype, divisor);
         }
+        flight.step = nullptr;
+    };
+    InFlight previous;
+    size_t next_half = 0;
+    for (const PlanStep& step : plan.steps) {
+        InFlight current{&step};
+        if (!step.fused) {
+            current.data = static_cast<std::byte*>(tensors[static_cast<size_t>(plan.members_of(step)[0])].data);
+        } else if (std::byte* in_place = contiguous_members(plan, step, tensors)) {
+            current.data = in_place;
+        } else {
+            current.data = buffers + half * next_half;
+            next_half ^= 1;
+            current.in_bucket = true;
+            if (pack_before) pack(plan, step, tensors, current.data);
+        }
+        current.pending = start(current.data, step.elements, step.dtype);
+        finish(previous);
+        previous = std::move(current);
     }
+    finish(previous);
 }
 
 ddp_op backend_op(ddp_op op) { return op == DDP_OP_AVG ? DDP_OP_SUM : op; }
