@@ -52,6 +52,8 @@ class Staging:
 
 
 def _stage(leaf, writes, averaging):
+    if type(leaf) is np.ndarray:  # the common case first: in place
+        return leaf, None
     if is_immutable_array(leaf):
         if not writes:
             return leaf, None

@@ -18,6 +18,7 @@ DTYPE_OF_NUMPY_NAME = {"int8": _ffi.DDP_DTYPE_I8, "int32": _ffi.DDP_DTYPE_I32,
                        "float64": _ffi.DDP_DTYPE_F64, "bfloat16": _ffi.DDP_DTYPE_BF16}
 DTYPE_VALUES = {int(dtype) for dtype in _ffi.ddp_dtype}
 DLPACK_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
+DLPACK_CPU = 1  # kDLCPU
 
 
 class _DLDevice(ctypes.Structure):
@@ -85,9 +86,21 @@ class TensorList:
         return from_numpy(array, writes, where)
 
     def _from_dlpack(self, item, writes, where):
-        # Read from the capsule rather than through np.from_dlpack: NumPy cannot
-        # view device memory or bfloat16 (which PyTorch and JAX export), and
-        # this path measured no slower (bench/python_tensor_list_bench.py).
+        """CPU tensors through np.from_dlpack (a view, read-only if the producer
+        says so), which measured about twice as fast as reading the capsule
+        here (bench/python_call_overhead_bench.py); the capsule itself only for
+        what NumPy cannot view: device memory, and dtypes such as bfloat16."""
+        if _dlpack_device_type(item) == DLPACK_CPU:
+            try:
+                array = np.from_dlpack(item)
+            except (BufferError, TypeError, ValueError, RuntimeError):
+                pass  # a dtype NumPy has no DLPack mapping for: read the capsule
+            else:
+                self.keep_alive.append(array)
+                return from_numpy(array, writes, where)
+        return self._from_dlpack_capsule(item, writes, where)
+
+    def _from_dlpack_capsule(self, item, writes, where):
         try:
             capsule = item.__dlpack__(max_version=(1, 0))
         except TypeError:  # a producer older than DLPack 1.0 takes no max_version
@@ -106,6 +119,13 @@ class TensorList:
             raise ValueError(f"{where}: __dlpack__ returned something that is not a DLPack "
                              "capsule (or one already consumed)")
         return from_dltensor(managed.dl_tensor, read_only and writes, where)
+
+
+def _dlpack_device_type(item):
+    try:
+        return item.__dlpack_device__()[0]
+    except (AttributeError, TypeError, ValueError):
+        return None  # the capsule will say
 
 
 def from_numpy(array, writes, where):

@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import sys
 
+import numpy as np
 import optree
 
 from ._staging import is_number
@@ -22,6 +23,8 @@ def flatten(tree):
     """(leaves, rebuild): the tree's leaves in a fixed order, and a function
     that makes a tree of the same structure from a list of new leaves."""
     leaves, treespec = optree.tree_flatten(tree, namespace="ddp")
+    if all(type(leaf) is np.ndarray for leaf in leaves):  # a gradient list: nothing to open
+        return leaves, treespec.unflatten
     flat, rebuild_leaves = _open_leaves(leaves)
     return flat, lambda new_leaves: treespec.unflatten(rebuild_leaves(new_leaves))
 
