@@ -46,13 +46,17 @@ def _collective_options(fusion_bytes=None):
 
 
 def init(comm=None, backend="auto", timeout=None, log_to_python=True):
-    """Starts libddp and returns the world Communicator (also a context manager
-    that finalizes it).
+    """Starts libddp and returns the world Communicator. It is finalized at
+    interpreter exit unless the program finalizes it first (finalize(), or
+    `with ddp.init() as comm:`). Without a launcher it is a single rank, and
+    says so once.
 
     comm: an mpi4py communicator to adopt (libddp duplicates it; MPI stays
     initialized after finalize). backend: "auto", "self", "mpi" or "nccl".
     timeout: seconds a collective waits for every rank (default: DDP_TIMEOUT_S,
-    else 1800). log_to_python: route libddp's log lines to logging("ddp")."""
+    else 1800). log_to_python: libddp's log lines are printed on stderr until
+    the program configures logging, then go to logging.getLogger("ddp");
+    False leaves them to libddp (stderr)."""
     global _world
     if backend not in BACKEND_OF_NAME:
         raise ValueError(f"backend {backend!r}: expected one of {', '.join(BACKEND_OF_NAME)}")

@@ -15,13 +15,9 @@ peers' collective times out (DDP_TIMEOUT_S).
 import atexit
 import sys
 
-_registered = set()
-
 
 def finalize_at_exit(communicator):
-    if id(communicator) not in _registered:
-        _registered.add(id(communicator))
-        atexit.register(_finalize_unless_failed, communicator)
+    atexit.register(_finalize_unless_failed, communicator)
 
 
 def _finalize_unless_failed(communicator):
