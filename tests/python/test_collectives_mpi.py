@@ -80,6 +80,47 @@ def test_allreduce_async_of_mismatched_lists_raises_at_wait(comm):
         request.wait()
 
 
+def test_allreduce_defaults_to_sum_and_allreduce_gradients_averages(comm):
+    summed = comm.allreduce([rank_values(np.float32, 6, comm.rank)])
+    np.testing.assert_array_equal(summed[0], reference("sum", np.float32, 6))
+    averaged = comm.allreduce_gradients([rank_values(np.float64, 6, comm.rank)])
+    np.testing.assert_allclose(averaged[0], reference("avg", np.float64, 6))
+
+
+def test_numbers_are_reduced_and_returned_as_numbers(comm):
+    loss = float(comm.rank + 1)
+    mean = comm.allreduce(loss, op="avg")
+    assert type(mean) is float and mean == pytest.approx(WORLD.allreduce(loss) / comm.size)
+    steps = comm.allreduce(comm.rank, op="max")
+    assert type(steps) is int and steps == comm.size - 1
+    metric = comm.allreduce(np.float32(0.5))
+    assert type(metric) is np.float32 and metric == np.float32(0.5 * comm.size)
+
+
+def test_jax_arrays_and_trees_through_the_returning_api(comm):
+    params = {"dense": {"w": jnp.full((2, 3), float(comm.rank)), "b": jnp.zeros(3)},
+              "scale": (np.full(2, comm.rank, np.float32), 1.0 + comm.rank),
+              "step": comm.rank}
+    synced = comm.broadcast(params, root=comm.size - 1)
+    root = comm.size - 1
+    assert isinstance(synced["dense"]["w"], jnp.ndarray) and synced is not params
+    np.testing.assert_array_equal(np.asarray(synced["dense"]["w"]), root)
+    assert synced["scale"][0] is params["scale"][0] and (params["scale"][0] == root).all()
+    assert synced["scale"][1] == 1.0 + root and synced["step"] == root
+    np.testing.assert_array_equal(np.asarray(params["dense"]["w"]), comm.rank)  # immutable
+    grads = {"w": jnp.asarray(rank_values(np.float32, 5, comm.rank)), "loss": 0.25}
+    reduced = comm.allreduce_gradients(grads)
+    np.testing.assert_allclose(np.asarray(reduced["w"]), reference("avg", np.float32, 5))
+    assert reduced["loss"] == pytest.approx(0.25)
+
+
+def test_async_allreduce_of_a_tree_returns_it_at_wait(comm):
+    request = comm.allreduce_async({"w": jnp.ones(4), "n": 1})
+    result = request.wait()
+    np.testing.assert_array_equal(np.asarray(result["w"]), comm.size)
+    assert result["n"] == comm.size
+
+
 def test_broadcast_from_every_root(comm):
     for root in range(comm.size):
         params = [np.full(5, comm.rank, dtype=np.float64), np.full((2, 2), comm.rank, np.int32)]
