@@ -208,6 +208,32 @@ def test_sampler_shards_are_disjoint_and_cover_the_data_set(comm):
             assert set(flat) == set(range(11))
 
 
+def test_reducer_averages_gradients_marked_in_any_order(comm):
+    like = [np.zeros((4, 3), np.float32), np.zeros(70000, np.float32), np.zeros(5, np.float64)]
+    rng = np.random.default_rng(comm.rank)
+    with comm.reducer(like, op="avg", fusion_bytes=4096) as reducer:
+        for step in range(3):
+            for index in rng.permutation(len(like)):  # a different order on every rank
+                reducer.gradients[index][...] = (comm.rank + 1) * (step + 1) + index
+                reducer.mark_ready(int(index))
+            reducer.wait()
+            mean_rank = (comm.size + 1) / 2
+            for index, gradient in enumerate(reducer.gradients):
+                assert gradient.shape == like[index].shape and gradient.dtype == like[index].dtype
+                np.testing.assert_allclose(gradient, mean_rank * (step + 1) + index, rtol=1e-6)
+
+
+def test_reducer_step_with_a_gradient_missing_on_one_rank_raises_everywhere(comm):
+    like = [np.zeros(8, np.float32), np.zeros(8, np.float32)]
+    with comm.reducer(like) as reducer:
+        for index in range(len(like)):
+            if comm.rank == comm.size - 1 and index == 1:
+                continue
+            reducer.mark_ready(index)
+        with pytest.raises(ddp.MismatchError, match="marked gradient 1 ready but rank"):
+            reducer.wait()
+
+
 def test_adopting_an_mpi4py_communicator(comm):
     """A split communicator (even and odd ranks) adopted through py2f()."""
     # A second live world communicator is refused; finalize, adopt, then restore.
@@ -221,3 +247,4 @@ def test_adopting_an_mpi4py_communicator(comm):
         np.testing.assert_array_equal(values, expected)
     half.Free()
     assert MPI.Is_initialized() and not MPI.Is_finalized()
+

@@ -17,6 +17,7 @@ place, never copied; JAX arrays and numbers come back as new values. The op
 defaults to "sum" (as MPI, mpi4py and torch.distributed); ask for "avg".
 """
 from ._communicator import Communicator, ReplicaCheck, Request, init
+from ._reducer import Reducer
 from ._ffi import (AlreadyInitializedError, BackendError, BufferTooSmallError, DDPError,
                    InternalError, InvalidArgumentError, MismatchError, NotInitializedError,
                    OutOfMemoryError, TimeoutError, UnsupportedError)
@@ -25,7 +26,7 @@ from ._sharding import ShardedSampler, shard_count, shard_indices
 
 __version__ = _version_string().decode()
 
-__all__ = ["init", "Communicator", "Request", "ReplicaCheck", "shard_indices", "shard_count",
+__all__ = ["init", "Communicator", "Request", "ReplicaCheck", "Reducer", "shard_indices", "shard_count",
            "ShardedSampler", "DDPError", "InvalidArgumentError", "MismatchError",
            "UnsupportedError", "NotInitializedError", "AlreadyInitializedError", "TimeoutError",
            "BackendError", "OutOfMemoryError", "BufferTooSmallError", "InternalError"]

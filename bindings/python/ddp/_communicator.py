@@ -12,6 +12,7 @@ import sys
 
 from . import _exit, _ffi, _log_bridge, _trees
 from ._staging import Staging, is_immutable_array, is_number
+from ._reducer import Reducer
 from ._tensors import TensorList
 
 OP_OF_NAME = {"sum": _ffi.DDP_OP_SUM, "avg": _ffi.DDP_OP_AVG, "mean": _ffi.DDP_OP_AVG,
@@ -154,6 +155,12 @@ class Communicator:
         """The mean of the gradients over ranks (allreduce with op="avg"), as
         FluxMPI's allreduce_gradients and Horovod's DistributedOptimizer."""
         return self.allreduce(gradients, op="avg", fusion_bytes=fusion_bytes)
+
+    def reducer(self, like, op="avg", fusion_bytes=None):
+        """Persistent gradient buckets for arrays shaped like `like` (a list of
+        arrays): the way to reduce gradients every step. Experimental in
+        libddp's C API (ddp_reducer_*). See ddp.Reducer."""
+        return Reducer(self, like, _op(op), fusion_bytes, _collective_options(fusion_bytes))
 
     def allreduce_async(self, tensors, op="sum", fusion_bytes=None):
         """Starts allreduce in the background; returns a Request whose wait()
