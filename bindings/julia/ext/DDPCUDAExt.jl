@@ -18,7 +18,7 @@ libddp reads it.
 """
 function DDP.tensor(x::CuArray{T}) where {T}
     CUDA.synchronize(CUDA.stream())
-    return LibDDP.ddp_tensor(Ptr{Cvoid}(UInt(pointer(x))), length(x), Int32(DDP.dtype_of(T)),
+    return LibDDP.ddp_tensor(reinterpret(Ptr{Cvoid}, pointer(x)), length(x), Int32(DDP.dtype_of(T)),
                              Int32(LibDDP.DDP_DEVICE_CUDA),
                              Int32(CUDA.deviceid(CUDA.device(x))), UInt32(0))
 end

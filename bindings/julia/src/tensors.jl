@@ -69,9 +69,8 @@ Calls `f(tensors::Vector{ddp_tensor})` with `arrays` kept alive for the duration
 """
 function with_tensors(f, arrays)
     tensors = LibDDP.ddp_tensor[tensor(x) for x in arrays]
-    GC.@preserve arrays tensors begin
-        return f(tensors)
-    end
+    result = GC.@preserve arrays tensors f(tensors)
+    return result
 end
 
 """

@@ -1,6 +1,7 @@
 # The package against known values, on every rank. Run under MPI with 2 or more ranks
 # (also correct on 1):
-#     mpiexec -n 2 julia --project=bindings/julia bindings/julia/test/runtests.jl
+#     mpiexec -n 2 julia --project=/tmp/ddp-test bindings/julia/test/runtests.jl
+# with /tmp/ddp-test made as bindings/julia/README.md says (Pkg.test("DDP") runs it on one process).
 # Not executed in libddp's CI (no Julia runtime there); tests/python/test_julia_package.py
 # checks this file statically, including that it uses every exported name.
 using Test
