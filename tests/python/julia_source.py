@@ -178,3 +178,9 @@ def cenum_values(source: bytes) -> set[str]:
 
 def julia_files(root: Path) -> list[Path]:
     return sorted(root.rglob("*.jl"))
+
+
+def qualified_references(source: bytes, module: str) -> list[tuple[str, int]]:
+    """(name, line) of each `module.name` in the source."""
+    return [(text(n.children[-1]), n.start_point[0] + 1) for n in walk(parse(source))
+            if n.type == "field_expression" and dotted_name(n.children[0]) == module]

@@ -117,6 +117,21 @@ def test_export_check_catches_undefined_and_undocumented_names():
     assert export_problems([source], ["f", "g", "h"]) == ["g has no docstring", "h is not defined"]
 
 
+def undefined_ddp_references(source: bytes, defined: set) -> list[str]:
+    return [f"line {line}: DDP.{name}" for name, line in js.qualified_references(source, "DDP")
+            if name not in defined]
+
+
+def test_extensions_and_tests_use_only_names_the_module_defines():
+    defined = {d.name.removeprefix("DDP.") for p in SOURCES for d in js.definitions(p.read_bytes())}
+    defined |= {"LibDDP", "Preferences"}  # the submodule and the module src/DDP.jl imports
+    problems = {str(p.relative_to(PACKAGE)): undefined_ddp_references(p.read_bytes(), defined)
+                for p in HAND_WRITTEN if p.parent.name != "src"}
+    assert {k: v for k, v in problems.items() if v} == {}
+    assert undefined_ddp_references(b"DDP.allreduce!(v); DDP.alreduce!(v)\n", defined) == \
+        ["line 1: DDP.alreduce!"]
+
+
 def test_every_source_file_is_included_from_the_module():
     included = set(re.findall(r'^include\("(\w+\.jl)"\)', (PACKAGE / "src/DDP.jl").read_text(), re.M))
     on_disk = {p.name for p in (PACKAGE / "src").glob("*.jl")} - {"DDP.jl"}
