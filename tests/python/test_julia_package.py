@@ -148,14 +148,23 @@ def header_doc_comments():
     return comments
 
 
+def functions_without_their_header_comment(layer: bytes) -> list[str]:
+    docs = js.docstrings(layer)
+    return [name for name, line in header_doc_comments().items()
+            if name not in docs or " ".join(line.split()) not in " ".join(docs[name].split())]
+
+
 def test_generated_functions_carry_the_headers_doc_comments():
-    comments = header_doc_comments()
     functions = set(re.findall(r"DDP_API\s+[^;(]*?\b(ddp_\w+)\s*\(", HEADER.read_text()))
-    assert set(comments) == functions, "every function in ddp.h has a /** */ comment"
-    docs = js.docstrings(GENERATED.read_bytes())
-    missing = [name for name, line in comments.items()
-               if name not in docs or " ".join(line.split()) not in " ".join(docs[name].split())]
-    assert missing == []
+    assert set(header_doc_comments()) == functions, "every function in ddp.h has a /** */ comment"
+    assert functions_without_their_header_comment(GENERATED.read_bytes()) == []
+
+
+def test_doc_comment_check_catches_a_missing_docstring():
+    layer = GENERATED.read_text()
+    start = layer.index('"""\n    ddp_barrier(')
+    stripped = layer[:start] + layer[layer.index("function ddp_barrier(", start):]
+    assert functions_without_their_header_comment(stripped.encode()) == ["ddp_barrier"]
 
 
 def test_generated_layer_looks_the_library_up_at_run_time():

@@ -31,13 +31,34 @@ function shard_indices(n_items::Integer, rank::Integer, world::Integer; shuffle:
 end
 
 """
-How a data set is counted and indexed by observation: the last dimension of an
-array, else `length`/`getindex`; the MLUtils extension replaces both with
-`MLUtils.numobs`/`MLUtils.getobs`.
+    default_numobs(data)
+
+The number of observations, as MLUtils counts them: the last dimension of an array,
+the common count of a `Tuple`/`NamedTuple` of containers, else `length`.
 """
-const NUMOBS = Ref{Any}(data -> data isa AbstractArray ? size(data, ndims(data)) : length(data))
-const GETOBS = Ref{Any}((data, i) -> data isa AbstractArray && ndims(data) > 1 ?
-                        data[ntuple(_ -> Colon(), ndims(data) - 1)..., i] : data[i])
+default_numobs(data::AbstractArray) = size(data, ndims(data))
+default_numobs(data) = length(data)
+
+function default_numobs(data::Union{Tuple, NamedTuple})
+    counts = unique(map(default_numobs, values(data)))
+    length(counts) == 1 || throw(ArgumentError(
+        "the containers of the data tuple hold different numbers of observations: $counts"))
+    return only(counts)
+end
+
+"""
+    default_getobs(data, i)
+
+Observation(s) `i` as MLUtils takes them: the last index of an array (a copy), each
+element of a `Tuple`/`NamedTuple`, else `data[i]`.
+"""
+default_getobs(data::AbstractArray, i) = data[ntuple(_ -> Colon(), ndims(data) - 1)..., i]
+default_getobs(data::Union{Tuple, NamedTuple}, i) = map(part -> default_getobs(part, i), data)
+default_getobs(data, i) = data[i]
+
+"""How a data set is counted and indexed: MLUtils' numobs/getobs once its extension loads."""
+const NUMOBS = Ref{Any}(default_numobs)
+const GETOBS = Ref{Any}(default_getobs)
 
 """
     DistributedDataContainer(data; comm = DDP.world(), shuffle = false, seed = 0,

@@ -148,6 +148,8 @@ end
         @test getobs(container, 1:per_rank) == expected
         counts = allreduce!([Int64(numobs(container))], max)
         @test counts[1] == per_rank
+        pairs = DistributedDataContainer((collect(1:10), collect(11:20)))
+        @test getobs(pairs, 1) == (expected[1] - 100, expected[1] - 90)
         images = reshape(Float32.(1:20), 2, 10)
         shard = DistributedDataContainer(images; shuffle = true, seed = 7)
         indices = shard_indices(10, rank, n; shuffle = true, seed = 7, strategy = :contiguous)
