@@ -7,7 +7,8 @@
 //!  2. pkg-config's `ddp` (an installed libddp; `PKG_CONFIG_PATH` as usual).
 //!
 //! The library directory is passed on to dependents as `DEP_DDP_LIB_DIR`, so
-//! that the `ddp` crate can give its binaries a run-time path to it.
+//! that the `ddp` crate can give its binaries a run-time path to it, as this
+//! crate gives its own tests.
 use std::env;
 use std::path::PathBuf;
 
@@ -32,6 +33,8 @@ fn main() {
     };
     if let Some(lib) = lib_dirs.first() {
         println!("cargo:lib_dir={}", lib.display());
+        // This crate's own tests and doctests run from a build tree too.
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     }
     let header = include_dirs
         .iter()

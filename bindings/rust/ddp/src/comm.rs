@@ -270,7 +270,9 @@ impl Comm {
     pub fn allreduce<L: Tensors + ?Sized>(&self, tensors: &mut L, op: Op) -> Result<()> {
         let list = tensors.tensors_mut();
         let opts = self.raw_options()?;
-        check(unsafe { ddp_sys::ddp_allreduce_tensor_list(self.raw, list.as_ptr(), list.len() as i64, op.raw(), &opts) })
+        check(unsafe {
+            ddp_sys::ddp_allreduce_tensor_list(self.raw, list.as_ptr(), list.len() as i64, op.raw(), &opts)
+        })
     }
 
     /// Copies `root`'s tensors into every other rank's. Collective.
@@ -316,7 +318,12 @@ impl Comm {
     /// comm.sync_optimizer_state(&mut [&mut m, &mut v], &mut scalars, 0)?;
     /// # Ok::<(), ddp::Error>(())
     /// ```
-    pub fn sync_optimizer_state<L: Tensors + ?Sized>(&self, leaves: &mut L, scalars: &mut [f64], root: i32) -> Result<()> {
+    pub fn sync_optimizer_state<L: Tensors + ?Sized>(
+        &self,
+        leaves: &mut L,
+        scalars: &mut [f64],
+        root: i32,
+    ) -> Result<()> {
         let list = leaves.tensors_mut();
         let opts = self.raw_options()?;
         check(unsafe {

@@ -92,9 +92,7 @@ impl Error {
     /// The status's name, e.g. `"DDP_ERR_MISMATCH"`.
     pub fn status_name(&self) -> &'static str {
         // SAFETY: ddp_status_name returns a static string, never NULL.
-        unsafe { CStr::from_ptr(ddp_sys::ddp_status_name(self.status)) }
-            .to_str()
-            .unwrap_or("DDP_ERR_?")
+        unsafe { CStr::from_ptr(ddp_sys::ddp_status_name(self.status)) }.to_str().unwrap_or("DDP_ERR_?")
     }
 }
 
@@ -118,7 +116,5 @@ pub(crate) fn check(status: ddp_status) -> Result<()> {
 pub(crate) fn last_error_message() -> String {
     // SAFETY: never NULL; valid until the next libddp call on this thread,
     // and copied before that.
-    unsafe { CStr::from_ptr(ddp_sys::ddp_last_error_message()) }
-        .to_string_lossy()
-        .into_owned()
+    unsafe { CStr::from_ptr(ddp_sys::ddp_last_error_message()) }.to_string_lossy().into_owned()
 }

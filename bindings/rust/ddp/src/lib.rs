@@ -38,7 +38,7 @@ pub use element::Element;
 pub use error::{Error, ErrorKind, Result};
 pub use half;
 pub use scope::{Request, Scope};
-pub use shard::{shard_count, shard_indices, Sampler, ShardOptions, Strategy};
+pub use shard::{shard_count, shard_indices, Indices, Sampler, ShardOptions, Strategy};
 pub use tensors::{BorrowedBuffer, BorrowedTensors, Buffer, TensorList, Tensors, View, Views};
 
 /// The run-time library's version, `"major.minor.patch"`.
@@ -48,7 +48,5 @@ pub use tensors::{BorrowedBuffer, BorrowedTensors, Buffer, TensorList, Tensors, 
 /// ```
 pub fn version() -> &'static str {
     // SAFETY: a static string.
-    unsafe { std::ffi::CStr::from_ptr(ddp_sys::ddp_version_string()) }
-        .to_str()
-        .unwrap_or("?")
+    unsafe { std::ffi::CStr::from_ptr(ddp_sys::ddp_version_string()) }.to_str().unwrap_or("?")
 }

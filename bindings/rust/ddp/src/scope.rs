@@ -102,7 +102,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// array or `Vec` of `&mut` buffers, or a [`crate::TensorList`]) owns no
     /// buffer; the buffers it borrows stay borrowed until the scope ends. Argument errors are reported here;
     /// errors of the operation itself by [`Request::wait`].
-    pub fn allreduce_async<L: BorrowedTensors + 'scope>(&'scope self, mut tensors: L, op: Op) -> Result<Request<'scope, 'env>> {
+    pub fn allreduce_async<L: BorrowedTensors + 'scope>(
+        &'scope self,
+        mut tensors: L,
+        op: Op,
+    ) -> Result<Request<'scope, 'env>> {
         let list = tensors.tensors_mut();
         let opts = self.comm.raw_options()?;
         let mut raw = ptr::null_mut();

@@ -162,12 +162,25 @@ impl Sampler {
     }
 
     /// This rank's indices for the current epoch.
-    pub fn iter(&self) -> Result<std::iter::Map<std::vec::IntoIter<i64>, fn(i64) -> usize>> {
-        let indices = shard_indices(self.n_items, self.rank, self.world, &self.options)?;
-        Ok(indices.into_iter().map(to_usize as fn(i64) -> usize))
+    pub fn iter(&self) -> Result<Indices> {
+        Ok(Indices(shard_indices(self.n_items, self.rank, self.world, &self.options)?.into_iter()))
     }
 }
 
-fn to_usize(index: i64) -> usize {
-    index as usize
+/// The indices of one rank's items in one epoch, from [`Sampler::iter`].
+#[derive(Debug, Clone)]
+pub struct Indices(std::vec::IntoIter<i64>);
+
+impl Iterator for Indices {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        self.0.next().map(|index| index as usize)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
 }
+
+impl ExactSizeIterator for Indices {}

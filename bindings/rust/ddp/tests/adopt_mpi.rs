@@ -26,7 +26,8 @@ fn adopted_world_reduces(&handle: &i64) {
 }
 
 fn unknown_handle_is_an_error(&handle: &i64) {
-    let err = Comm::init_with(&InitOptions { mpi_comm_fortran: Some(handle + 100_000), ..Default::default() }).unwrap_err();
+    let err =
+        Comm::init_with(&InitOptions { mpi_comm_fortran: Some(handle + 100_000), ..Default::default() }).unwrap_err();
     assert_eq!(err.kind(), ddp::ErrorKind::InvalidArgument, "{err}");
     assert!(err.message().contains("mpi_comm_fortran"), "{err}");
 }

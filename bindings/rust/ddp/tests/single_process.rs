@@ -40,7 +40,10 @@ fn every_dtype_and_op_leaves_one_rank_values() {
             list.push(&mut a).push(&mut b).push(&mut c).push(&mut d);
             list.push(&mut e).push(&mut f).push(&mut g).push(&mut h);
             comm.allreduce(&mut list, op).unwrap();
-            assert_eq!((a, b, c, d, e, f), (vec![1.5, -2.0], vec![0.25], vec![-3, 4], vec![7], vec![i64::MAX], vec![200]));
+            assert_eq!(
+                (a, b, c, d, e, f),
+                (vec![1.5, -2.0], vec![0.25], vec![-3, 4], vec![7], vec![i64::MAX], vec![200])
+            );
             assert_eq!((g[0].to_f32(), h[0].to_f32()), (0.5, -8.0));
         }
         let mut x = vec![3.0f32; 5];
@@ -101,7 +104,8 @@ fn async_in_a_scope() {
         let done = comm
             .scope(|s| {
                 let first = s.allreduce_async([&mut a], Op::Avg).unwrap();
-                // Never waited for: the scope waits for it.
+                // Forgotten, never waited for: the scope still waits for it.
+                #[allow(clippy::forget_non_drop)]
                 std::mem::forget(s.allreduce_async(vec![&mut b], Op::Sum).unwrap());
                 first.wait().unwrap();
                 7
