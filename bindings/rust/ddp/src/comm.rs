@@ -159,7 +159,8 @@ impl Replicas {
 #[derive(Debug)]
 pub struct Comm {
     raw: *mut ddp_comm,
-    options: Cell<CollectiveOptions>,
+    /// What [`Comm::set_collective_options`] set, filled in once, not per call.
+    options: Cell<ddp_collective_options>,
     /// Not Sync (Cell), and the raw pointer is not Send by itself.
     not_sync: PhantomData<Cell<()>>,
 }
@@ -191,7 +192,14 @@ impl Comm {
         crate::logging::route_if_logger_installed();
         let mut raw = ptr::null_mut();
         check(unsafe { ddp_sys::ddp_init(&opts, &mut raw) })?;
-        Ok(Comm { raw, options: Cell::new(CollectiveOptions::default()), not_sync: PhantomData })
+        let options = match CollectiveOptions::default().raw() {
+            Ok(options) => options,
+            Err(error) => {
+                unsafe { ddp_sys::ddp_finalize(raw) };
+                return Err(error);
+            }
+        };
+        Ok(Comm { raw, options: Cell::new(options), not_sync: PhantomData })
     }
 
     /// The raw handle, for calls through `ddp_sys`. Valid while `self` lives.
@@ -203,16 +211,17 @@ impl Comm {
     ///
     /// ```
     /// let comm = ddp::Comm::init()?;
-    /// comm.set_collective_options(ddp::CollectiveOptions { fusion_bytes: Some(-1), ..Default::default() });
+    /// comm.set_collective_options(ddp::CollectiveOptions { fusion_bytes: Some(-1), ..Default::default() })?;
     /// comm.barrier()?;
     /// # Ok::<(), ddp::Error>(())
     /// ```
-    pub fn set_collective_options(&self, options: CollectiveOptions) {
-        self.options.set(options);
+    pub fn set_collective_options(&self, options: CollectiveOptions) -> Result<()> {
+        self.options.set(options.raw()?);
+        Ok(())
     }
 
-    pub(crate) fn raw_options(&self) -> Result<ddp_collective_options> {
-        self.options.get().raw()
+    pub(crate) fn raw_options(&self) -> ddp_collective_options {
+        self.options.get()
     }
 
     fn query(&self, f: unsafe extern "C" fn(*const ddp_comm, *mut i32) -> ddp_sys::ddp_status) -> Result<i32> {
@@ -269,7 +278,7 @@ impl Comm {
     /// ```
     pub fn allreduce<L: Tensors + ?Sized>(&self, tensors: &mut L, op: Op) -> Result<()> {
         let list = tensors.tensors_mut();
-        let opts = self.raw_options()?;
+        let opts = self.raw_options();
         check(unsafe {
             ddp_sys::ddp_allreduce_tensor_list(self.raw, list.as_ptr(), list.len() as i64, op.raw(), &opts)
         })
@@ -286,7 +295,7 @@ impl Comm {
     /// ```
     pub fn broadcast<L: Tensors + ?Sized>(&self, tensors: &mut L, root: i32) -> Result<()> {
         let list = tensors.tensors_mut();
-        let opts = self.raw_options()?;
+        let opts = self.raw_options();
         check(unsafe { ddp_sys::ddp_broadcast_tensor_list(self.raw, list.as_ptr(), list.len() as i64, root, &opts) })
     }
 
@@ -301,7 +310,7 @@ impl Comm {
     /// ```
     pub fn reduce<L: Tensors + ?Sized>(&self, tensors: &mut L, op: Op, root: i32) -> Result<()> {
         let list = tensors.tensors_mut();
-        let opts = self.raw_options()?;
+        let opts = self.raw_options();
         check(unsafe {
             ddp_sys::ddp_reduce_tensor_list(self.raw, list.as_ptr(), list.len() as i64, op.raw(), root, &opts)
         })
@@ -325,7 +334,7 @@ impl Comm {
         root: i32,
     ) -> Result<()> {
         let list = leaves.tensors_mut();
-        let opts = self.raw_options()?;
+        let opts = self.raw_options();
         check(unsafe {
             ddp_sys::ddp_sync_optimizer_state(
                 self.raw,
@@ -349,7 +358,7 @@ impl Comm {
     /// ```
     pub fn check_replicas<L: Views + ?Sized>(&self, tensors: &L) -> Result<Replicas> {
         let list = tensors.views();
-        let opts = self.raw_options()?;
+        let opts = self.raw_options();
         let mut identical = 0;
         check(unsafe {
             ddp_sys::ddp_check_replicas(self.raw, list.as_ptr(), list.len() as i64, &opts, &mut identical)
@@ -359,7 +368,7 @@ impl Comm {
 
     /// Returns when every rank has called it. Collective.
     pub fn barrier(&self) -> Result<()> {
-        let opts = self.raw_options()?;
+        let opts = self.raw_options();
         check(unsafe { ddp_sys::ddp_barrier(self.raw, &opts) })
     }
 

@@ -108,7 +108,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         op: Op,
     ) -> Result<Request<'scope, 'env>> {
         let list = tensors.tensors_mut();
-        let opts = self.comm.raw_options()?;
+        let opts = self.comm.raw_options();
         let mut raw = ptr::null_mut();
         // SAFETY: libddp copies the descriptor array; the buffers are borrowed for 'scope.
         check(unsafe {
