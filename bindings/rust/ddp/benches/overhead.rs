@@ -97,15 +97,15 @@ fn main() {
     if rank == 0 {
         println!("{label}: {size} rank(s), median us per allreduce call over {rounds} rounds of {ROUND}");
         println!("{:>8} {:>10} {:>10} {:>11}", "tensors", "c_us", "rust_us", "rust/c");
-        let mut lines = String::new();
+        let mut lines = Vec::new();
         for (n, c, rust) in rows {
             println!("{n:>8} {c:>10.3} {rust:>10.3} {:>11.3}", rust / c);
-            lines += &format!("{label},{size},{n},{c:.4},{rust:.4},{:.4}\n", rust / c);
+            lines.push(format!("{label},{size},{n},{c:.4},{rust:.4},{:.4}\n", rust / c));
         }
         if let Some(path) = csv {
             use std::io::Write;
             let mut file = std::fs::OpenOptions::new().append(true).create(true).open(path).unwrap();
-            file.write_all(lines.as_bytes()).unwrap();
+            file.write_all(lines.concat().as_bytes()).unwrap();
         }
     }
 }
