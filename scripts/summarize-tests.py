@@ -1,5 +1,6 @@
-"""Prints one line 'N passed, N failed' over every suite: Meson's testlog.json
-(one JSON object a line), pytest's junit files and cargo's libtest output.
+"""Prints one line 'N passed, N failed' over every suite: Meson's testlogs
+(*.json, one JSON object a line; several builds may be given), pytest's junit
+files and cargo's libtest output.
 
 A result file is named SUITE-npN-rankR.xml (junit) or SUITE-npN-rankR.libtest
 (libtest's `test NAME ... ok|FAILED|ignored` lines): a test run under mpirun
@@ -72,10 +73,11 @@ def per_rank_results(directory):
             yield "FAIL"
 
 
+# Arguments: Meson testlogs (*.json) and directories of per-rank result files.
 passed = failed = skipped = 0
-results = list(meson_results(sys.argv[1]))
-for directory in sys.argv[2:]:
-    results += list(per_rank_results(directory))
+results = []
+for argument in sys.argv[1:]:
+    results += list(meson_results(argument) if argument.endswith(".json") else per_rank_results(argument))
 for result in results:
     if result in ("OK", "EXPECTEDFAIL"):
         passed += 1
