@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "ddp/ddp.h"
@@ -25,6 +26,10 @@ class FailurePrinter : public testing::EmptyTestEventListener {
 inline ddp_comm* world = nullptr;
 
 inline std::string message() { return ddp_last_error_message(); }
+
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 inline void start(int argc, char** argv) {
     testing::InitGoogleTest(&argc, argv);

@@ -22,11 +22,9 @@ using mpi_test::message;
 using mpi_test::rank;
 using mpi_test::world;
 
-namespace {
+using mpi_test::seconds_since;
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+namespace {
 
 TEST(Faults, QueuedRequestsFailAtOnce) {
     std::vector<float> data(40 * 256, 1.0f);
