@@ -1,5 +1,8 @@
 """Prints one line 'N passed, N failed' over every suite: Meson's testlog.json
-(one JSON object a line) and pytest's junit files.
+files (one JSON object a line; the main build and the sanitizer builds) and
+pytest's junit files. Arguments ending in .json are Meson logs, the others
+pytest junit directories; a Meson log that is missing (its build failed)
+counts as one failure.
 
 A junit file is named SUITE-npN-rankR.xml: a pytest test run under mpirun
 counts once, as passed only when it passed on all N ranks; a rank whose file
@@ -13,6 +16,10 @@ from pathlib import Path
 
 
 def meson_results(testlog):
+    if not Path(testlog).exists():
+        print(f"{testlog} is missing: its build or test run did not finish", file=sys.stderr)
+        yield "FAIL"
+        return
     with open(testlog) as log:
         for line in log:
             yield json.loads(line)["result"]
@@ -43,9 +50,9 @@ def pytest_results(directory):
 
 
 passed = failed = skipped = 0
-results = list(meson_results(sys.argv[1]))
-for directory in sys.argv[2:]:
-    results += list(pytest_results(directory))
+results = []
+for argument in sys.argv[1:]:
+    results += list(meson_results(argument) if argument.endswith(".json") else pytest_results(argument))
 for result in results:
     if result in ("OK", "EXPECTEDFAIL"):
         passed += 1
