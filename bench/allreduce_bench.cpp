@@ -11,6 +11,8 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#define DDP_EXPERIMENTAL_API  // ddp_reducer_*
 #include "ddp/ddp.h"
 
 namespace {
@@ -84,7 +87,7 @@ struct Buffers {
     std::vector<ddp_tensor> list;
     explicit Buffers(const GradientList& g) {
         for (int64_t c : g.counts) tensors.emplace_back(static_cast<size_t>(c), 1.0f + static_cast<float>(rank));
-        for (auto& t : tensors) list.push_back({t.data(), static_cast<int64_t>(t.size()), DDP_DTYPE_F32, DDP_DEVICE_CPU, 0});
+        for (auto& t : tensors) list.push_back({t.data(), static_cast<int64_t>(t.size()), DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
     }
 };
 
@@ -122,7 +125,8 @@ void print_row(FILE* csv, const std::string& label, const GradientList& g, const
     if (rank != 0) return;
     std::printf("%-10s %-6s %-22s %10.3f %10.3f %10.3f %8.2f\n", g.name.c_str(), label.c_str(), strategy.c_str(),
                 s.median * 1e3, s.min * 1e3, s.max * 1e3, s.median / ddp_median);
-    std::fprintf(csv, "%s,%s,%d,%s,%.6f,%.6f,%.6f,%.4f\n", g.name.c_str(), label.c_str(), size, strategy.c_str(),
+    // The strategy is quoted: names like "libddp, views of (c)" hold commas.
+    std::fprintf(csv, "%s,%s,%d,\"%s\",%.6f,%.6f,%.6f,%.4f\n", g.name.c_str(), label.c_str(), size, strategy.c_str(),
                  s.median * 1e3, s.min * 1e3, s.max * 1e3, s.median / ddp_median);
 }
 
@@ -147,7 +151,7 @@ void bench_list(FILE* csv, const std::string& label, const GradientList& g, int 
     std::vector<ddp_tensor> views;
     int64_t offset = 0;
     for (int64_t count : g.counts) {
-        views.push_back({flat.data() + offset, count, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0});
+        views.push_back({flat.data() + offset, count, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
         offset += count;
     }
     strategies.emplace_back("libddp, views of (c)", [&] {
@@ -178,10 +182,103 @@ void bench_list(FILE* csv, const std::string& label, const GradientList& g, int 
         print_row(csv, label, g, strategies[k].first, stats[k], stats[0].median);
 }
 
+// A simulated backward pass: the gradients appear last layer first, with
+// the host idle between them (as while a GPU computes the next layer), for
+// `compute_s` in all, spread by size. Each strategy is timed from the last
+// gradient to every gradient reduced (the slowest rank's, median of runs).
+void bench_backward(const std::string& label, const GradientList& g, int runs, double compute_s) {
+    Buffers b(g);
+    const auto n = b.list.size();
+    double total_bytes = 0;
+    for (const auto& t : b.tensors) total_bytes += static_cast<double>(t.size() * sizeof(float));
+    auto idle_for = [&](size_t i) {
+        const double share = static_cast<double>(b.tensors[i].size() * sizeof(float)) / total_bytes;
+        std::this_thread::sleep_for(std::chrono::duration<double>(compute_s * share));
+    };
+    // Runs `backward` (which produces every gradient and returns the moment of
+    // the last one), then reports the time from that moment to its end.
+    auto time_tail = [&](const std::function<double()>& backward) {
+        std::vector<double> tails;
+        for (int i = 0; i < 2 + runs; ++i) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            const double last = backward();
+            double tail = MPI_Wtime() - last;
+            MPI_Allreduce(MPI_IN_PLACE, &tail, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            if (i >= 2) tails.push_back(tail);
+        }
+        std::sort(tails.begin(), tails.end());
+        return tails[tails.size() / 2];
+    };
+    const double blocking = time_tail([&] {
+        for (size_t i = n; i-- > 0;) idle_for(i);
+        const double last = MPI_Wtime();
+        ddp_allreduce_tensor_list(world, b.list.data(), static_cast<int64_t>(n), DDP_OP_AVG, nullptr);
+        return last;
+    });
+    // PyTorch-style by hand: 4 MB buckets filled in backward order, each
+    // MPI_Iallreduce started when full and tested after every gradient.
+    const size_t bucket_floats = (4u << 20) / sizeof(float);
+    std::vector<std::vector<float>> buckets;
+    const double hand_made = time_tail([&] {
+        std::vector<MPI_Request> requests;
+        std::vector<std::pair<size_t, size_t>> members;  // (bucket, first tensor in backward order)
+        size_t used = 0, bucket = 0;
+        std::vector<size_t> order;
+        for (size_t i = n; i-- > 0;) order.push_back(i);
+        auto start_bucket = [&] {
+            requests.emplace_back();
+            MPI_Iallreduce(MPI_IN_PLACE, buckets[bucket].data(), static_cast<int>(used), MPI_FLOAT, MPI_SUM,
+                           MPI_COMM_WORLD, &requests.back());
+            ++bucket;
+            used = 0;
+        };
+        std::vector<std::pair<size_t, size_t>> placed(n);  // tensor -> (bucket, offset)
+        for (size_t i : order) {
+            idle_for(i);
+            const auto& t = b.tensors[i];
+            if (used > 0 && used + t.size() > bucket_floats) start_bucket();
+            if (buckets.size() <= bucket) buckets.emplace_back();
+            if (buckets[bucket].size() < used + t.size()) buckets[bucket].resize(std::max(bucket_floats, used + t.size()));
+            std::memcpy(buckets[bucket].data() + used, t.data(), t.size() * sizeof(float));
+            placed[i] = {bucket, used};
+            used += t.size();
+            int done = 0;
+            if (!requests.empty()) MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+        }
+        const double last = MPI_Wtime();
+        if (used > 0) start_bucket();
+        MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+        for (size_t i = 0; i < n; ++i) {
+            auto& t = b.tensors[i];
+            const float* from = buckets[placed[i].first].data() + placed[i].second;
+            for (size_t k = 0; k < t.size(); ++k) t[k] = from[k] / static_cast<float>(size);
+        }
+        return last;
+    });
+    ddp_reducer* reducer = nullptr;
+    ddp_reducer_create(world, b.list.data(), static_cast<int64_t>(n), DDP_OP_AVG, nullptr, &reducer);
+    const double persistent = time_tail([&] {
+        for (size_t i = n; i-- > 0;) {
+            idle_for(i);
+            ddp_reducer_mark_ready(reducer, static_cast<int64_t>(i));
+        }
+        const double last = MPI_Wtime();
+        ddp_reducer_wait(reducer);
+        return last;
+    });
+    ddp_reducer_free(reducer);
+    if (rank == 0)
+        std::printf("backward (%s, %d ranks, %s, %.0f ms of idle compute): from the last gradient to all reduced: "
+                    "blocking at the end %.2f ms, hand-made 4 MB buckets %.2f ms (%.2fx), libddp reducer %.2f ms "
+                    "(%.2fx)\n",
+                    label.c_str(), size, g.name.c_str(), compute_s * 1e3, blocking * 1e3, hand_made * 1e3,
+                    hand_made / blocking, persistent * 1e3, persistent / blocking);
+}
+
 // Per-call overhead: libddp's agreement and dispatch around a 4-byte reduction.
 void bench_overhead(const std::string& label) {
     float value = 1;
-    ddp_tensor one{&value, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0};
+    ddp_tensor one{&value, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
     const int calls = 2000;
     const Stats ddp = time_runs(1, 7, [&] {
         for (int i = 0; i < calls; ++i) ddp_allreduce_tensor_list(world, &one, 1, DDP_OP_SUM, nullptr);
@@ -229,23 +326,38 @@ void bench_overlap(const std::string& label, const GradientList& g, int runs) {
         matmul();
         ddp_request_free(request);
     });
+    // The host idle for as long, as while a GPU computes.
+    const auto idle = std::chrono::duration<double>(blocking.median);
+    const Stats idle_alone = time_runs(1, runs, [&] { std::this_thread::sleep_for(idle); });
+    const Stats idle_overlapped = time_runs(2, runs, [&] {
+        ddp_request* request = nullptr;
+        ddp_allreduce_tensor_list_async(world, b.list.data(), n, DDP_OP_SUM, nullptr, &request);
+        std::this_thread::sleep_for(idle);
+        ddp_request_free(request);
+    });
     if (rank == 0) {
         const double exposed = std::max(0.0, overlapped.median - compute.median);
-        std::printf("overlap (%s, %d ranks, %s): blocking allreduce %.1f ms, compute (%dx%d matmul) %.1f ms, "
-                    "async allreduce + compute %.1f ms: %.1f ms (%.0f%%) of the communication stays exposed, "
-                    "against 100%% for the blocking call\n",
+        const double idle_exposed = std::max(0.0, idle_overlapped.median - idle_alone.median);
+        std::printf("overlap (%s, %d ranks, %s): blocking allreduce %.1f ms; CPU-bound compute (%dx%d matmul) %.1f ms, "
+                    "async allreduce + compute %.1f ms: %.1f ms (%.0f%%) of the communication stays exposed; idle "
+                    "host %.1f ms, async allreduce + idle %.1f ms: %.1f ms (%.0f%%) exposed (blocking: 100%%)\n",
                     label.c_str(), size, g.name.c_str(), blocking.median * 1e3, dim, dim, compute.median * 1e3,
-                    overlapped.median * 1e3, exposed * 1e3, 100 * exposed / blocking.median);
+                    overlapped.median * 1e3, exposed * 1e3, 100 * exposed / blocking.median,
+                    idle_alone.median * 1e3, idle_overlapped.median * 1e3, idle_exposed * 1e3,
+                    100 * idle_exposed / blocking.median);
     }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 5) {
-        std::fprintf(stderr, "usage: %s MODELS_DIR LABEL RUNS CSV\n", argv[0]);
+    if (argc != 5 && argc != 6) {
+        std::fprintf(stderr, "usage: %s MODELS_DIR LABEL RUNS CSV [SECTIONS]\n"
+                             "  SECTIONS: comma-separated lists,overhead,overlap,backward (default: all)\n", argv[0]);
         return 2;
     }
+    const std::string sections = argc == 6 ? argv[5] : "lists,overhead,overlap,backward";
+    auto wanted = [&](const char* section) { return sections.find(section) != std::string::npos; };
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -267,9 +379,12 @@ int main(int argc, char** argv) {
     if (rank == 0)
         std::printf("%-10s %-6s %-22s %10s %10s %10s %8s\n", "list", "btl", "strategy", "median ms", "min ms",
                     "max ms", "x libddp");
-    for (const auto& g : lists) bench_list(csv, label, g, runs);
-    bench_overhead(label);
-    bench_overlap(label, lists[0], runs);
+    if (wanted("lists"))
+        for (const auto& g : lists) bench_list(csv, label, g, runs);
+    if (wanted("overhead")) bench_overhead(label);
+    if (wanted("overlap")) bench_overlap(label, lists[0], runs);
+    if (wanted("backward"))
+        for (size_t i = 0; i < 2; ++i) bench_backward(label, lists[i], runs, i == 0 ? 0.030 : 0.150);
     if (csv) std::fclose(csv);
     ddp_finalize(world);
     MPI_Finalize();

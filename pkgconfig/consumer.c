@@ -12,7 +12,7 @@ int main(void) {
     }
     int32_t size = 0;
     float gradient[3] = {1, 2, 3};
-    ddp_tensor tensor = {gradient, 3, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0};
+    ddp_tensor tensor = {gradient, 3, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
     if (ddp_size(world, &size) != DDP_OK ||
         ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_AVG, NULL) != DDP_OK) {
         fprintf(stderr, "%s\n", ddp_last_error_message());

@@ -122,8 +122,10 @@ def run_swig(header: Path) -> ET.Element:
         interface = Path(tmp, "ddp.i")
         interface.write_text(f'%module ddp\n%include "{header.name}"\n')
         xml_path = Path(tmp, "ddp.xml")
-        subprocess.run(["swig", "-xml", "-xmllite", f"-I{header.parent}", "-o", str(xml_path),
-                        str(interface)], check=True, capture_output=True, text=True)
+        # The raw layers mirror the whole header, experimental tier included;
+        # the high-level APIs choose what to expose.
+        subprocess.run(["swig", "-xml", "-xmllite", "-DDDP_EXPERIMENTAL_API", f"-I{header.parent}", "-o",
+                        str(xml_path), str(interface)], check=True, capture_output=True, text=True)
         return ET.parse(xml_path).getroot()
 
 

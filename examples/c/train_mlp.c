@@ -3,16 +3,20 @@
  *
  * Every rank builds the same synthetic regression set (y = sin(x . w*) plus a
  * bias), takes its shard with ddp_shard_indices, computes gradients on its
- * own mini-batches and averages them with ddp_allreduce_tensor_list, so all
- * ranks take the same SGD step. Rank 0 initialises the parameters and
- * broadcasts them; at the end ddp_check_replicas confirms that every rank
- * holds the same parameters.
+ * own mini-batches and averages them, so all ranks take the same SGD step.
+ * The gradients live in a reducer's buckets (ddp_reducer_*, persistent
+ * gradient buckets): backprop writes straight into them, each gradient is
+ * marked ready as the backward pass finishes it (last layer first), and one
+ * ddp_reducer_wait per step completes the averaging. Rank 0 initialises the
+ * parameters and broadcasts them; at the end ddp_check_replicas confirms
+ * that every rank holds the same parameters.
  *
  *   mpirun -np 2 build/examples/c/train_mlp
  *
  * Exits 0 when the loss fell below a fifth of its start and the replicas
  * agree, 1 otherwise.
  */
+#define DDP_EXPERIMENTAL_API /* ddp_reducer_* */
 #include <ddp/ddp.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +29,12 @@ static const float LEARNING_RATE = 0.2f;
 typedef struct {
     float w1[HIDDEN * INPUTS], b1[HIDDEN], w2[HIDDEN], b2[1];
 } Params;
+
+/* The gradients: views into the reducer's buckets, in Params' order. */
+enum { W1, B1, W2, B2, N_TENSORS };
+typedef struct {
+    float* of[N_TENSORS];
+} Grads;
 
 /* Exits with the library's own message when a call fails. */
 static void check(ddp_status status, const char* what) {
@@ -55,7 +65,7 @@ static void make_data(float* x, float* y) {
 
 /* Accumulates the gradient of the squared error of one sample into g;
  * returns that squared error. */
-static float backprop(const Params* p, const float* x, float y, Params* g) {
+static float backprop(const Params* p, const float* x, float y, const Grads* g) {
     float h[HIDDEN], out = p->b2[0];
     for (int k = 0; k < HIDDEN; ++k) {
         float a = p->b1[k];
@@ -64,22 +74,22 @@ static float backprop(const Params* p, const float* x, float y, Params* g) {
         out += p->w2[k] * h[k];
     }
     const float err = out - y;
-    g->b2[0] += err;
+    g->of[B2][0] += err;
     for (int k = 0; k < HIDDEN; ++k) {
-        g->w2[k] += err * h[k];
+        g->of[W2][k] += err * h[k];
         const float da = err * p->w2[k] * (1 - h[k] * h[k]);
-        g->b1[k] += da;
-        for (int j = 0; j < INPUTS; ++j) g->w1[k * INPUTS + j] += da * x[j];
+        g->of[B1][k] += da;
+        for (int j = 0; j < INPUTS; ++j) g->of[W1][k * INPUTS + j] += da * x[j];
     }
     return err * err;
 }
 
-static void describe(Params* p, ddp_tensor t[4]) {
-    ddp_tensor list[4] = {
-        {p->w1, HIDDEN * INPUTS, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0},
-        {p->b1, HIDDEN, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0},
-        {p->w2, HIDDEN, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0},
-        {p->b2, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0},
+static void describe(Params* p, ddp_tensor t[N_TENSORS]) {
+    ddp_tensor list[N_TENSORS] = {
+        {p->w1, HIDDEN * INPUTS, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0},
+        {p->b1, HIDDEN, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0},
+        {p->w2, HIDDEN, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0},
+        {p->b2, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0},
     };
     memcpy(t, list, sizeof list);
 }
@@ -95,14 +105,25 @@ int main(void) {
     make_data(x, y);
 
     /* Different on every rank until the broadcast makes them rank 0's. */
-    Params params, grads;
+    Params params;
     lcg_state = 777 + (uint64_t)rank;
     float* flat = (float*)&params;
     for (size_t i = 0; i < sizeof params / sizeof(float); ++i) flat[i] = 0.3f * uniform();
-    ddp_tensor param_list[4], grad_list[4];
+    ddp_tensor param_list[N_TENSORS];
     describe(&params, param_list);
-    describe(&grads, grad_list);
-    check(ddp_broadcast_tensor_list(world, param_list, 4, 0, NULL), "ddp_broadcast_tensor_list");
+    check(ddp_broadcast_tensor_list(world, param_list, N_TENSORS, 0, NULL), "ddp_broadcast_tensor_list");
+
+    /* Registered once: same shapes as the parameters. */
+    ddp_reducer* reducer = NULL;
+    check(ddp_reducer_create(world, param_list, N_TENSORS, DDP_OP_AVG, NULL, &reducer), "ddp_reducer_create");
+    Grads grads;
+    int64_t grad_counts[N_TENSORS];
+    for (int t = 0; t < N_TENSORS; ++t) {
+        ddp_tensor view;
+        check(ddp_reducer_gradient(reducer, t, &view), "ddp_reducer_gradient");
+        grads.of[t] = view.data;
+        grad_counts[t] = view.count;
+    }
 
     ddp_shard_options shard;
     check(ddp_shard_options_init(&shard, sizeof shard), "ddp_shard_options_init");
@@ -119,20 +140,24 @@ int main(void) {
         double epoch_loss = 0;
         for (int64_t start = 0; start < count; start += BATCH) {
             const int64_t end = start + BATCH < count ? start + BATCH : count;
-            memset(&grads, 0, sizeof grads);
+            for (int t = 0; t < N_TENSORS; ++t) memset(grads.of[t], 0, (size_t)grad_counts[t] * sizeof(float));
             for (int64_t i = start; i < end; ++i)
                 epoch_loss += backprop(&params, &x[mine[i] * INPUTS], y[mine[i]], &grads);
+            /* The backward pass finishes the last layer first: mark in that order. */
             const float scale = 1.0f / (float)(end - start);
-            float* g = (float*)&grads;
-            for (size_t i = 0; i < sizeof grads / sizeof(float); ++i) g[i] *= scale;
-            check(ddp_allreduce_tensor_list(world, grad_list, 4, DDP_OP_AVG, NULL),
-                  "ddp_allreduce_tensor_list");
-            float* p = (float*)&params;
-            for (size_t i = 0; i < sizeof params / sizeof(float); ++i) p[i] -= LEARNING_RATE * g[i];
+            for (int t = N_TENSORS - 1; t >= 0; --t) {
+                for (int64_t i = 0; i < grad_counts[t]; ++i) grads.of[t][i] *= scale;
+                check(ddp_reducer_mark_ready(reducer, t), "ddp_reducer_mark_ready");
+            }
+            check(ddp_reducer_wait(reducer), "ddp_reducer_wait");
+            for (int t = 0; t < N_TENSORS; ++t) {
+                float* p = param_list[t].data;
+                for (int64_t i = 0; i < grad_counts[t]; ++i) p[i] -= LEARNING_RATE * grads.of[t][i];
+            }
         }
         /* The mean loss over every rank's samples. */
         loss = epoch_loss / (double)count;
-        ddp_tensor loss_tensor = {&loss, 1, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0};
+        ddp_tensor loss_tensor = {&loss, 1, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0, 0};
         check(ddp_allreduce_tensor_list(world, &loss_tensor, 1, DDP_OP_AVG, NULL), "loss allreduce");
         if (epoch == 0) first_loss = loss;
         if (rank == 0) {
@@ -143,7 +168,7 @@ int main(void) {
     }
 
     int32_t identical = 0;
-    check(ddp_check_replicas(world, param_list, 4, NULL, &identical), "ddp_check_replicas");
+    check(ddp_check_replicas(world, param_list, N_TENSORS, NULL, &identical), "ddp_check_replicas");
     const int converged = loss < first_loss / 5;
     if (rank == 0) {
         char line[160];
@@ -152,6 +177,7 @@ int main(void) {
         check(ddp_log(world, DDP_LOG_INFO, line), "ddp_log");
     }
     free(mine);
+    check(ddp_reducer_free(reducer), "ddp_reducer_free");
     check(ddp_finalize(world), "ddp_finalize");
     return converged && identical ? 0 : 1;
 }

@@ -3,10 +3,16 @@
     mpirun -np 2 .venv/bin/python examples/python/train_mlp.py
 
 Each rank draws its own share of a synthetic regression data set through a
-ShardedSampler, computes gradients on it, and averages them with one
-allreduce of the whole gradient list per step, as PyTorch DDP would. Rank 0
-prints the loss and a progress bar; the run ends by checking that every rank
-holds bitwise the same parameters.
+ShardedSampler, computes gradients on it, and averages them as PyTorch DDP
+would: the gradients live in a reducer's buckets (persistent gradient
+buckets), the backward pass writes each one straight into its place and marks
+it ready, last layer first, so its bucket's reduction can start at once, and
+one wait per step completes the averaging. Rank 0
+prints one line per epoch (under mpirun a rank's stdout is a pseudo-terminal
+even when mpirun's own output goes to a file, so a bar redrawn with \r would
+end up as one long line there); the run ends by checking that every rank
+holds bitwise the same parameters. The communicator is finalized when the
+script exits.
 """
 import sys
 
@@ -35,51 +41,55 @@ def initial_parameters(seed):
             np.zeros(1, np.float32)]
 
 
-def loss_and_gradients(params, x, y):
+def backward(params, x, y, reducer):
+    """The loss; the gradients go into the reducer's views, each marked
+    ready as soon as it is computed (the output layer's first)."""
     w1, b1, w2, b2 = params
+    g_w1, g_b1, g_w2, g_b2 = reducer.gradients
     hidden = np.tanh(x @ w1 + b1)
     error = hidden @ w2 + b2 - y
     loss = float(np.mean(error ** 2))
     d_out = 2 * error / len(x)
+    np.sum(d_out, axis=0, out=g_b2)
+    reducer.mark_ready(3)
+    np.matmul(hidden.T, d_out, out=g_w2)
+    reducer.mark_ready(2)
     d_hidden = (d_out @ w2.T) * (1 - hidden ** 2)
-    return loss, [x.T @ d_hidden, d_hidden.sum(0), hidden.T @ d_out, d_out.sum(0)]
-
-
-def progress(epoch, loss):
-    """One bar redrawn in place on a terminal; one line per epoch in a log."""
-    done = 30 * (epoch + 1) // EPOCHS
-    redraw = sys.stdout.isatty() and epoch + 1 < EPOCHS
-    print(f"\r[{'#' * done}{'.' * (30 - done)}] epoch {epoch + 1:2d}/{EPOCHS} loss {loss:.4f}",
-          end="" if redraw else "\n", flush=True)
+    np.sum(d_hidden, axis=0, out=g_b1)
+    reducer.mark_ready(1)
+    np.matmul(x.T, d_hidden, out=g_w1)
+    reducer.mark_ready(0)
+    return loss
 
 
 def main():
     x, y = synthetic_data()
-    with ddp.init() as comm:
-        # Different random starts on purpose: the broadcast makes them equal.
-        params = initial_parameters(seed=comm.rank)
-        comm.broadcast(params, root=0)
-        sampler = ddp.ShardedSampler(N_ITEMS, seed=1)
+    comm = ddp.init()
+    # Different random starts on purpose: the broadcast makes them equal.
+    params = comm.broadcast(initial_parameters(seed=comm.rank), root=0)
+    sampler = ddp.ShardedSampler(N_ITEMS, seed=1)
+    reducer = comm.reducer(params, op="avg")  # buckets shaped like the parameters
+    if comm.rank == 0:
+        print(f"{comm.size} ranks ({comm.backend}), {len(sampler)} items each", flush=True)
+    for epoch in range(EPOCHS):
+        sampler.set_epoch(epoch)
+        order = sampler.indices()
+        epoch_loss = 0.0
+        for start in range(0, len(order), BATCH):
+            batch = order[start:start + BATCH]
+            loss = backward(params, x[batch], y[batch], reducer)
+            reducer.wait()  # every gradient is now the mean over ranks
+            for param, grad in zip(params, reducer.gradients):
+                param -= LEARNING_RATE * grad
+            epoch_loss += loss * len(batch) / len(order)
+        epoch_loss = comm.allreduce(epoch_loss, op="avg")  # a float in, a float out
         if comm.rank == 0:
-            print(f"{comm.size} ranks ({comm.backend}), {len(sampler)} items each")
-        for epoch in range(EPOCHS):
-            sampler.set_epoch(epoch)
-            order = sampler.indices()
-            epoch_loss = np.zeros(1)
-            for start in range(0, len(order), BATCH):
-                batch = order[start:start + BATCH]
-                loss, grads = loss_and_gradients(params, x[batch], y[batch])
-                comm.allreduce(grads, op="avg")
-                for param, grad in zip(params, grads):
-                    param -= LEARNING_RATE * grad
-                epoch_loss += loss * len(batch) / len(order)
-            comm.allreduce([epoch_loss], op="avg")
-            if comm.rank == 0:
-                progress(epoch, epoch_loss[0])
-        replicas = comm.check_replicas(params)
-        if comm.rank == 0:
-            print("replicas identical" if replicas else f"replicas differ: {replicas.message}")
-        return 0 if replicas else 1
+            print(f"epoch {epoch + 1:2d}/{EPOCHS} loss {epoch_loss:.4f}", flush=True)
+    reducer.close()
+    replicas = comm.check_replicas(params)
+    if comm.rank == 0:
+        print("replicas identical" if replicas else f"replicas differ: {replicas.message}")
+    return 0 if replicas else 1
 
 
 if __name__ == "__main__":

@@ -538,6 +538,80 @@ DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t worl
                                      const ddp_shard_options* opts, int64_t* out,
                                      int64_t capacity, int64_t* count);
 
+/* ------------------------------------------------------------------------ */
+/* Experimental API                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* What follows is declared only when DDP_EXPERIMENTAL_API is defined before
+ * this header is included. These functions are exported, so they can ship
+ * and be tried before they are frozen, but they are outside the ABI
+ * promise: a minor release may change or remove them (the ABI baseline in
+ * abi/ does not cover them), and bindings mark them experimental. */
+#ifdef DDP_EXPERIMENTAL_API
+
+/**
+ * Breaks the communicator on purpose and tells every peer, as a timeout
+ * does: every later call on it, here and on the peers, returns
+ * DDP_ERR_TIMEOUT naming this rank and `reason` (may be NULL), instead of
+ * the peers waiting for this rank until their timeout. For a rank that hit
+ * an error of its own (a NaN loss, an out-of-memory) and is about to stop.
+ * Local; never blocks. ddp_finalize is still needed.
+ */
+DDP_API ddp_status ddp_comm_abort(ddp_comm* comm, const char* reason);
+
+/**
+ * Persistent gradient buckets (PyTorch DDP's reducer): the way a training
+ * loop should reduce its gradients every step.
+ *
+ * Register the gradient list once with ddp_reducer_create: libddp plans the
+ * buckets once (in reverse list order, the order a backward pass produces
+ * gradients; at most fusion_bytes each, by dtype), agrees on them with
+ * every rank once, and owns one flat buffer per bucket. ddp_reducer_gradient
+ * gives each gradient's storage inside its bucket: compute the gradient
+ * there (or copy it there), so there is no packing or unpacking. During the
+ * backward pass, mark each gradient ready in any order: the moment the last
+ * gradient of a bucket is marked (and every earlier bucket has started) that
+ * bucket's reduction starts, while the caller goes on computing. One
+ * ddp_reducer_wait per step finishes them all.
+ *
+ * Guarantees as for the collectives: every step is held to the timeout, and
+ * a rank that marks a different set of gradients than its peers makes every
+ * rank's ddp_reducer_wait return DDP_ERR_MISMATCH naming the rank and the
+ * gradient (that step's gradients are then undefined), never a hang.
+ * Between the first mark of a step and its wait, the communicator runs no
+ * other collective (DDP_ERR_INVALID_ARGUMENT if asked to).
+ */
+typedef struct ddp_reducer ddp_reducer;
+
+/** Registers `n` gradients (their dtype and count; `data` is ignored and
+ *  may be NULL) to be reduced with `op` every step. Collective.
+ *  DDP_ERR_INVALID_ARGUMENT for a bad list or op, DDP_ERR_MISMATCH when
+ *  ranks register different lists, and the errors of ddp_init's backend. */
+DDP_API ddp_status ddp_reducer_create(ddp_comm* comm, const ddp_tensor* gradients, int64_t n, ddp_op op,
+                                      const ddp_collective_options* opts, ddp_reducer** reducer);
+
+/** Sets `*gradient` to gradient `index`'s storage in its bucket: a CPU
+ *  tensor of the registered dtype and count, valid until ddp_reducer_free.
+ *  After ddp_reducer_wait it holds the reduced gradient. Local. */
+DDP_API ddp_status ddp_reducer_gradient(ddp_reducer* reducer, int64_t index, ddp_tensor* gradient);
+
+/** Marks gradient `index` as computed for this step; starts its bucket's
+ *  reduction when the bucket is complete. Local. DDP_ERR_INVALID_ARGUMENT
+ *  for an index out of range or marked twice in one step. */
+DDP_API ddp_status ddp_reducer_mark_ready(ddp_reducer* reducer, int64_t index);
+
+/** Finishes the step: waits for every bucket (a bucket with unmarked
+ *  gradients is started here so that no peer waits for ever), checks that
+ *  every rank marked the same gradients, and makes the reducer ready for the
+ *  next step. Collective. DDP_ERR_MISMATCH, DDP_ERR_TIMEOUT, DDP_ERR_BACKEND. */
+DDP_API ddp_status ddp_reducer_wait(ddp_reducer* reducer);
+
+/** Frees the reducer and its buckets; NULL is a no-op. A step in progress
+ *  is waited for first. Local. */
+DDP_API ddp_status ddp_reducer_free(ddp_reducer* reducer);
+
+#endif /* DDP_EXPERIMENTAL_API */
+
 #ifdef __cplusplus
 }
 #endif

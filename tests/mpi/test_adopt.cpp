@@ -32,7 +32,7 @@ TEST(Adopt, ASubCommunicatorByItsFortranHandle) {
     // The sum of world ranks within the group: evens or odds.
     int64_t value = world_rank, expected = 0;
     for (int r = world_rank % 2; r < world_size; r += 2) expected += r;
-    ddp_tensor tensor{&value, 1, DDP_DTYPE_I64, DDP_DEVICE_CPU, 0};
+    ddp_tensor tensor{&value, 1, DDP_DTYPE_I64, DDP_DEVICE_CPU, 0, 0};
     ASSERT_EQ(ddp_allreduce_tensor_list(group, &tensor, 1, DDP_OP_SUM, nullptr), DDP_OK);
     EXPECT_EQ(value, expected);
 

@@ -4,10 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <thread>
 #include <vector>
 
-#include "half.hpp"
+#include "device/cpu/half.hpp"
 #include "mpi_test_main.hpp"
 
 using mpi_test::message;
@@ -32,29 +33,42 @@ double value(int r, int64_t i, int32_t dtype) {
     return static_cast<double>((r * 7 + i * 3) % 7 - 3);
 }
 
+// Element access through memcpy: tensors may start at any address.
+template <typename T>
+void put(void* data, int64_t i, T v) {
+    std::memcpy(static_cast<char*>(data) + i * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));
+}
+
+template <typename T>
+T get(const void* data, int64_t i) {
+    T v;
+    std::memcpy(&v, static_cast<const char*>(data) + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+    return v;
+}
+
 void store(void* data, int64_t i, int32_t dtype, double v) {
     switch (dtype) {
-    case DDP_DTYPE_I8: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(v); break;
-    case DDP_DTYPE_U8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(v); break;
-    case DDP_DTYPE_I32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(v); break;
-    case DDP_DTYPE_I64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(v); break;
-    case DDP_DTYPE_F32: static_cast<float*>(data)[i] = static_cast<float>(v); break;
-    case DDP_DTYPE_F64: static_cast<double*>(data)[i] = v; break;
-    case DDP_DTYPE_F16: static_cast<uint16_t*>(data)[i] = ddp::float_to_f16(static_cast<float>(v)); break;
-    case DDP_DTYPE_BF16: static_cast<uint16_t*>(data)[i] = ddp::float_to_bf16(static_cast<float>(v)); break;
+    case DDP_DTYPE_I8: put(data, i, static_cast<int8_t>(v)); break;
+    case DDP_DTYPE_U8: put(data, i, static_cast<uint8_t>(v)); break;
+    case DDP_DTYPE_I32: put(data, i, static_cast<int32_t>(v)); break;
+    case DDP_DTYPE_I64: put(data, i, static_cast<int64_t>(v)); break;
+    case DDP_DTYPE_F32: put(data, i, static_cast<float>(v)); break;
+    case DDP_DTYPE_F64: put(data, i, v); break;
+    case DDP_DTYPE_F16: put(data, i, ddp::float_to_f16(static_cast<float>(v))); break;
+    case DDP_DTYPE_BF16: put(data, i, ddp::float_to_bf16(static_cast<float>(v))); break;
     }
 }
 
 double load(const void* data, int64_t i, int32_t dtype) {
     switch (dtype) {
-    case DDP_DTYPE_I8: return static_cast<const int8_t*>(data)[i];
-    case DDP_DTYPE_U8: return static_cast<const uint8_t*>(data)[i];
-    case DDP_DTYPE_I32: return static_cast<const int32_t*>(data)[i];
-    case DDP_DTYPE_I64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
-    case DDP_DTYPE_F32: return static_cast<const float*>(data)[i];
-    case DDP_DTYPE_F64: return static_cast<const double*>(data)[i];
-    case DDP_DTYPE_F16: return ddp::f16_to_float(static_cast<const uint16_t*>(data)[i]);
-    case DDP_DTYPE_BF16: return ddp::bf16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DDP_DTYPE_I8: return get<int8_t>(data, i);
+    case DDP_DTYPE_U8: return get<uint8_t>(data, i);
+    case DDP_DTYPE_I32: return get<int32_t>(data, i);
+    case DDP_DTYPE_I64: return static_cast<double>(get<int64_t>(data, i));
+    case DDP_DTYPE_F32: return get<float>(data, i);
+    case DDP_DTYPE_F64: return get<double>(data, i);
+    case DDP_DTYPE_F16: return ddp::f16_to_float(get<uint16_t>(data, i));
+    case DDP_DTYPE_BF16: return ddp::bf16_to_float(get<uint16_t>(data, i));
     }
     return 0;
 }
@@ -99,7 +113,7 @@ struct TensorList {
         size_t offset = 0;
         for (size_t t = 0; t < counts.size(); ++t) {
             unsigned char* data = views ? buffers[0].data() + offset : buffers[t].data();
-            tensors.push_back({counts[t] ? data : nullptr, counts[t], dtype, DDP_DEVICE_CPU, 0});
+            tensors.push_back({counts[t] ? data : nullptr, counts[t], dtype, DDP_DEVICE_CPU, 0, 0});
             offset += static_cast<size_t>(counts[t]) * width(dtype);
         }
     }
@@ -213,6 +227,50 @@ TEST(Allreduce, ViewsIntoOneFlatBufferOnSomeRanks) {
     list.fill(rank);
     ASSERT_EQ(ddp_reduce_tensor_list(world, list.tensors.data(), list.n(), DDP_OP_SUM, root, nullptr), DDP_OK) << message();
     if (rank == root) expect_reduced(list, DDP_OP_SUM, "reduce of views at root");
+}
+
+// MIN and MAX propagate NaN whichever rank holds it, for every floating
+// dtype, fused or not (0.1: MIN of {1, NaN, 2} on 3 ranks gave 2).
+TEST(Allreduce, MinAndMaxPropagateNaNFromAnyRank) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    ddp_collective_options no_fusion;
+    ddp_collective_options_init(&no_fusion, sizeof no_fusion);
+    no_fusion.fusion_bytes = -1;
+    for (ddp_dtype dtype : {DDP_DTYPE_F16, DDP_DTYPE_BF16, DDP_DTYPE_F32, DDP_DTYPE_F64}) {
+        for (ddp_op op : {DDP_OP_MIN, DDP_OP_MAX}) {
+            for (int holder = 0; holder < size; ++holder) {
+                for (const ddp_collective_options* opts : {static_cast<const ddp_collective_options*>(nullptr),
+                                                           static_cast<const ddp_collective_options*>(&no_fusion)}) {
+                    // Two small tensors (fused by default) and one large (in place).
+                    TensorList list(dtype, {3, 3, 70000});
+                    for (ddp_tensor& tensor : list.tensors)
+                        for (int64_t i = 0; i < tensor.count; ++i)
+                            store(tensor.data, i, dtype, rank == holder && i == 1 ? nan : rank + 1.0);
+                    ASSERT_EQ(ddp_allreduce_tensor_list(world, list.tensors.data(), list.n(), op, opts), DDP_OK)
+                        << message();
+                    for (size_t t = 0; t < list.tensors.size(); ++t) {
+                        EXPECT_TRUE(std::isnan(load(list.tensors[t].data, 1, dtype)))
+                            << "dtype " << dtype << " op " << op << " NaN on rank " << holder << " tensor " << t;
+                        EXPECT_EQ(load(list.tensors[t].data, 0, dtype), op == DDP_OP_MIN ? 1.0 : size)
+                            << "dtype " << dtype << " op " << op << " tensor " << t;
+                    }
+                }
+            }
+        }
+    }
+}
+
+// AVG divides in place wherever the tensor starts, odd addresses included.
+TEST(Allreduce, AvgOfTensorsAtOddAddresses) {
+    std::vector<unsigned char> bytes(1 + 8 * 5 + 1 + 4 * 7);
+    ddp_tensor tensors[2] = {{bytes.data() + 1, 5, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0, 0},
+                             {bytes.data() + 1 + 8 * 5 + 1, 7, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0}};
+    for (const ddp_tensor& tensor : tensors)
+        for (int64_t i = 0; i < tensor.count; ++i) store(tensor.data, i, tensor.dtype, value(rank, i, tensor.dtype));
+    ASSERT_EQ(ddp_allreduce_tensor_list(world, tensors, 2, DDP_OP_AVG, nullptr), DDP_OK) << message();
+    for (const ddp_tensor& tensor : tensors)
+        for (int64_t i = 0; i < tensor.count; ++i)
+            EXPECT_NEAR(load(tensor.data, i, tensor.dtype), reference(DDP_OP_AVG, i, tensor.dtype), 1e-6);
 }
 
 TEST(Broadcast, FromTheLastRank) {

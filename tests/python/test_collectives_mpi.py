@@ -80,6 +80,47 @@ def test_allreduce_async_of_mismatched_lists_raises_at_wait(comm):
         request.wait()
 
 
+def test_allreduce_defaults_to_sum_and_allreduce_gradients_averages(comm):
+    summed = comm.allreduce([rank_values(np.float32, 6, comm.rank)])
+    np.testing.assert_array_equal(summed[0], reference("sum", np.float32, 6))
+    averaged = comm.allreduce_gradients([rank_values(np.float64, 6, comm.rank)])
+    np.testing.assert_allclose(averaged[0], reference("avg", np.float64, 6))
+
+
+def test_numbers_are_reduced_and_returned_as_numbers(comm):
+    loss = float(comm.rank + 1)
+    mean = comm.allreduce(loss, op="avg")
+    assert type(mean) is float and mean == pytest.approx(WORLD.allreduce(loss) / comm.size)
+    steps = comm.allreduce(comm.rank, op="max")
+    assert type(steps) is int and steps == comm.size - 1
+    metric = comm.allreduce(np.float32(0.5))
+    assert type(metric) is np.float32 and metric == np.float32(0.5 * comm.size)
+
+
+def test_jax_arrays_and_trees_through_the_returning_api(comm):
+    params = {"dense": {"w": jnp.full((2, 3), float(comm.rank)), "b": jnp.zeros(3)},
+              "scale": (np.full(2, comm.rank, np.float32), 1.0 + comm.rank),
+              "step": comm.rank}
+    synced = comm.broadcast(params, root=comm.size - 1)
+    root = comm.size - 1
+    assert isinstance(synced["dense"]["w"], jnp.ndarray) and synced is not params
+    np.testing.assert_array_equal(np.asarray(synced["dense"]["w"]), root)
+    assert synced["scale"][0] is params["scale"][0] and (params["scale"][0] == root).all()
+    assert synced["scale"][1] == 1.0 + root and synced["step"] == root
+    np.testing.assert_array_equal(np.asarray(params["dense"]["w"]), comm.rank)  # immutable
+    grads = {"w": jnp.asarray(rank_values(np.float32, 5, comm.rank)), "loss": 0.25}
+    reduced = comm.allreduce_gradients(grads)
+    np.testing.assert_allclose(np.asarray(reduced["w"]), reference("avg", np.float32, 5))
+    assert reduced["loss"] == pytest.approx(0.25)
+
+
+def test_async_allreduce_of_a_tree_returns_it_at_wait(comm):
+    request = comm.allreduce_async({"w": jnp.ones(4), "n": 1})
+    result = request.wait()
+    np.testing.assert_array_equal(np.asarray(result["w"]), comm.size)
+    assert result["n"] == comm.size
+
+
 def test_broadcast_from_every_root(comm):
     for root in range(comm.size):
         params = [np.full(5, comm.rank, dtype=np.float64), np.full((2, 2), comm.rank, np.int32)]
@@ -167,6 +208,32 @@ def test_sampler_shards_are_disjoint_and_cover_the_data_set(comm):
             assert set(flat) == set(range(11))
 
 
+def test_reducer_averages_gradients_marked_in_any_order(comm):
+    like = [np.zeros((4, 3), np.float32), np.zeros(70000, np.float32), np.zeros(5, np.float64)]
+    rng = np.random.default_rng(comm.rank)
+    with comm.reducer(like, op="avg", fusion_bytes=4096) as reducer:
+        for step in range(3):
+            for index in rng.permutation(len(like)):  # a different order on every rank
+                reducer.gradients[index][...] = (comm.rank + 1) * (step + 1) + index
+                reducer.mark_ready(int(index))
+            reducer.wait()
+            mean_rank = (comm.size + 1) / 2
+            for index, gradient in enumerate(reducer.gradients):
+                assert gradient.shape == like[index].shape and gradient.dtype == like[index].dtype
+                np.testing.assert_allclose(gradient, mean_rank * (step + 1) + index, rtol=1e-6)
+
+
+def test_reducer_step_with_a_gradient_missing_on_one_rank_raises_everywhere(comm):
+    like = [np.zeros(8, np.float32), np.zeros(8, np.float32)]
+    with comm.reducer(like) as reducer:
+        for index in range(len(like)):
+            if comm.rank == comm.size - 1 and index == 1:
+                continue
+            reducer.mark_ready(index)
+        with pytest.raises(ddp.MismatchError, match="marked gradient 1 ready but rank"):
+            reducer.wait()
+
+
 def test_adopting_an_mpi4py_communicator(comm):
     """A split communicator (even and odd ranks) adopted through py2f()."""
     # A second live world communicator is refused; finalize, adopt, then restore.
@@ -180,3 +247,4 @@ def test_adopting_an_mpi4py_communicator(comm):
         np.testing.assert_array_equal(values, expected)
     half.Free()
     assert MPI.Is_initialized() and not MPI.Is_finalized()
+

@@ -1,10 +1,13 @@
 """The Python API on one process (the `self` backend): conversions, errors,
 sharding, logging, library lookup. Run without mpirun."""
 import array
+import collections
+import dataclasses
 import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import jax.numpy as jnp
 import ml_dtypes
@@ -12,7 +15,7 @@ import numpy as np
 import pytest
 
 import ddp
-from ddp import _state_tree
+from ddp import _trees
 
 from conftest import ROOT
 
@@ -71,8 +74,11 @@ def test_fortran_ordered_arrays_are_contiguous_too(comm):
 
 
 def test_not_an_array_raises_type_error(comm):
-    with pytest.raises(TypeError, match=r"tensor 0: expected an array .* got list"):
-        comm.allreduce([[1.0, 2.0]])
+    with pytest.raises(TypeError, match=r"tensor 1: expected an array .* or a number, got "
+                                        r"object"):
+        comm.allreduce([np.ones(2), object()])
+    with pytest.raises(TypeError, match=r"got str"):
+        comm.broadcast({"w": np.ones(2), "name": "adam"})
 
 
 def test_buffer_protocol_objects_pass_without_copy(comm):
@@ -111,11 +117,54 @@ def test_non_contiguous_dlpack_tensor_raises_value_error(comm):
         comm.allreduce([OnlyDLPack(np.zeros((4, 4))[:, ::2])])
 
 
-def test_jax_arrays_are_read_through_dlpack_and_refused_for_writes(comm):
+def test_jax_arrays_are_read_through_dlpack_and_returned_new_for_writes(comm):
     weights = jnp.arange(8, dtype=jnp.float32)
     assert comm.check_replicas([weights, jnp.ones(3, dtype=jnp.bfloat16)])
-    with pytest.raises(ValueError, match="immutable"):
-        comm.allreduce([weights])
+    reduced = comm.allreduce([weights, jnp.ones(3, dtype=jnp.bfloat16)])
+    assert isinstance(reduced[0], type(weights)) and reduced[0] is not weights
+    assert reduced[1].dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(reduced[0]), np.arange(8))
+    np.testing.assert_array_equal(np.asarray(weights), np.arange(8))  # untouched
+
+
+def test_numbers_come_back_as_numbers_of_their_own_type(comm):
+    assert comm.allreduce(2.5) == 2.5 and type(comm.allreduce(2.5)) is float
+    assert comm.allreduce(3) == 3 and type(comm.allreduce(3)) is int
+    assert type(comm.allreduce(3, op="avg")) is float  # a mean of ints is a float
+    assert type(comm.allreduce(np.float32(1.5))) is np.float32
+    assert type(comm.allreduce_gradients(np.float64(0.5))) is np.float64
+    assert comm.broadcast({"step": 7, "lr": 0.1}) == {"step": 7, "lr": 0.1}
+    with pytest.raises(ValueError, match="dtype bool is not one"):
+        comm.allreduce(True)
+    with pytest.raises(ddp.InvalidArgumentError, match="AVG needs floating"):
+        comm.allreduce(np.int32(3), op="avg")
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    weight: object
+    bias: object
+    name: str = dataclasses.field(default="dense", compare=False)
+
+
+def test_trees_of_every_kind_keep_their_structure(comm):
+    Pair = collections.namedtuple("Pair", "first second")
+    tree = {"layers": [Layer(np.ones(2), jnp.zeros(1))], "pair": Pair(np.ones(1), 2.0),
+            "moments": (np.zeros(3),), "skip": None}
+    with pytest.raises(TypeError, match="got str"):  # the dataclass's name field
+        comm.allreduce(tree)
+    tree["layers"] = [Layer(np.ones(2), jnp.zeros(1), name=None)]
+    result = comm.allreduce(tree)
+    assert list(result) == ["layers", "pair", "moments", "skip"] and result["skip"] is None
+    assert type(result["layers"][0]) is Layer and type(result["pair"]) is Pair
+    assert result["layers"][0].weight is tree["layers"][0].weight  # NumPy: in place
+    assert result["layers"][0].bias is not tree["layers"][0].bias  # JAX: new
+    assert result["pair"].second == 2.0 and result["moments"][0] is tree["moments"][0]
+
+
+def test_a_tree_changed_in_place_is_returned_itself(comm):
+    grads = {"w": np.ones(3), "b": [np.ones(1)]}
+    assert comm.allreduce(grads) is grads and comm.broadcast(grads) is grads
 
 
 def test_cuda_tensors_are_refused_by_this_version(comm):
@@ -124,6 +173,12 @@ def test_cuda_tensors_are_refused_by_this_version(comm):
                                     "version": 3, "strides": None}
     with pytest.raises(ddp.UnsupportedError, match="DDP_ERR_UNSUPPORTED"):
         comm.allreduce([FakeCudaInterface()])
+
+
+def test_every_op_defaults_to_sum(comm):
+    import inspect
+    for method in (comm.allreduce, comm.allreduce_async, comm.reduce):
+        assert inspect.signature(method).parameters["op"].default == "sum"
 
 
 def test_avg_of_integers_is_an_invalid_argument_with_the_librarys_message(comm):
@@ -168,15 +223,22 @@ def test_sync_optimizer_state_keeps_dict_types(comm):
     assert state["step"] == 2  # the caller's containers are not modified
 
 
-def test_state_tree_order_is_independent_of_insertion_order():
-    first, second = ([], []), ([], [])
-    _state_tree.flatten({"b": 1, "a": np.zeros(1), 2: 5.0}, *first)
-    _state_tree.flatten({2: 5.0, "a": np.zeros(1), "b": 1}, *second)
-    assert [p for p, _ in first[0] + first[1]] == [p for p, _ in second[0] + second[1]]
+def test_tree_order_is_independent_of_insertion_order():
+    first, _ = _trees.flatten({"b": 1, "a": np.zeros(1), 2: 5.0})
+    second, _ = _trees.flatten({2: 5.0, "a": np.zeros(1), "b": 1})
+    assert [type(leaf) for leaf in first] == [type(leaf) for leaf in second]
+    assert first[0] == second[0] == 5.0 and first[2] == second[2] == 1
+
+
+def test_sync_optimizer_state_of_jax_arrays_returns_new_ones(comm):
+    state = {"mu": jnp.ones(3), "count": 4}
+    synced = comm.sync_optimizer_state(state)
+    assert synced["mu"] is not state["mu"] and synced["count"] == 4
+    np.testing.assert_array_equal(np.asarray(synced["mu"]), 1)
 
 
 def test_state_tree_refuses_unknown_leaves(comm):
-    with pytest.raises(TypeError, match=r"state\['opt'\]: cannot synchronize a object"):
+    with pytest.raises(TypeError, match=r"leaf 0: cannot synchronize a object"):
         comm.sync_optimizer_state({"opt": object()})
 
 
@@ -268,13 +330,27 @@ def test_sampler_takes_rank_and_size_from_the_communicator(comm):
 
 
 def test_library_lookup_names_what_it_tried(tmp_path):
+    """The package without its libddp.so.0 (as a source checkout is), and a
+    DDP_LIBRARY that does not exist: the error lists each place tried."""
+    import shutil
+    shutil.copytree(Path(ddp.__file__).parent, tmp_path / "ddp",
+                    ignore=shutil.ignore_patterns("libddp.so*", "__pycache__"))
     environment = {**os.environ, "DDP_LIBRARY": str(tmp_path / "missing.so"),
-                   "LD_LIBRARY_PATH": ""}
+                   "LD_LIBRARY_PATH": "", "PYTHONPATH": str(tmp_path)}
     result = subprocess.run([sys.executable, "-c", "import ddp"], env=environment,
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode != 0
     assert "libddp.so not found; set DDP_LIBRARY" in result.stderr
     assert "missing.so (from DDP_LIBRARY)" in result.stderr
+
+
+def test_the_installed_package_finds_its_own_library_without_environment():
+    environment = {name: value for name, value in os.environ.items()
+                   if name not in ("DDP_LIBRARY", "LD_LIBRARY_PATH")}
+    result = subprocess.run([sys.executable, "-c", "import ddp; print(ddp._ffi._lib._name)"],
+                            env=environment, capture_output=True, text=True, cwd="/")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(Path(ddp.__file__).with_name("libddp.so.0"))
 
 
 def test_finalized_communicator_raises_not_initialized():

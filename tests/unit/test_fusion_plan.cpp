@@ -3,13 +3,13 @@
 
 #include <vector>
 
-#include "fusion_plan.hpp"
+#include "core/fusion_plan.hpp"
 
 namespace {
 
 ddp_tensor tensor(int64_t count, ddp_dtype dtype = DDP_DTYPE_F32) {
     static float storage;
-    return ddp_tensor{&storage, count, dtype, DDP_DEVICE_CPU, 0};
+    return ddp_tensor{&storage, count, dtype, DDP_DEVICE_CPU, 0, 0};
 }
 
 std::vector<int64_t> members(const ddp::FusionPlan& plan, size_t step) {
@@ -78,6 +78,33 @@ TEST(FusionPlan, EveryTensorAppearsExactlyOnce) {
             EXPECT_LE(step.elements * width, 1 << 20);
         }
     }
+}
+
+}  // namespace
+
+#include "core/plan_cache.hpp"
+
+namespace {
+
+// Alternating lists (gradients, then a metric) keep their plans: 0.1's one-slot
+// cache planned again on every call.
+TEST(PlanCache, AlternatingListsArePlannedOnce) {
+    ddp::PlanCache cache(2);
+    const std::vector<ddp_tensor> gradients = {tensor(10), tensor(20)}, metric = {tensor(1, DDP_DTYPE_F64)};
+    const std::vector<uint64_t> gradient_words = {1, 10, 20}, metric_words = {1, 1};
+    const auto policy = ddp::policy_for_bucket_bytes(1 << 20);
+    for (int step = 0; step < 3; ++step) {
+        cache.plan(gradient_words, gradients, policy);
+        cache.plan(metric_words, metric, policy);
+    }
+    EXPECT_EQ(cache.misses(), 2u);
+    // A third list evicts the least recently used one (the gradients).
+    const std::vector<uint64_t> other_words = {1, 5};
+    cache.plan(other_words, metric, policy);
+    cache.plan(metric_words, metric, policy);
+    EXPECT_EQ(cache.misses(), 3u);
+    EXPECT_EQ(cache.plan(gradient_words, gradients, policy).steps.size(), 1u);
+    EXPECT_EQ(cache.misses(), 4u);
 }
 
 }  // namespace

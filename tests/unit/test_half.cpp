@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "elementwise.hpp"
-#include "half.hpp"
+#include "device/cpu/elementwise.hpp"
+#include "device/cpu/half.hpp"
 
 namespace {
 
@@ -41,11 +41,11 @@ TEST(Half, Bf16KnownValuesAndRounding) {
 TEST(Half, ReduceAndDivide) {
     uint16_t a[3] = {ddp::float_to_f16(1.5f), ddp::float_to_f16(-2.0f), ddp::float_to_f16(4.0f)};
     const uint16_t b[3] = {ddp::float_to_f16(0.5f), ddp::float_to_f16(3.0f), ddp::float_to_f16(-8.0f)};
-    ddp::reduce_half_into(a, b, 3, DDP_DTYPE_F16, DDP_OP_SUM);
+    ddp::reduce_into(a, b, 3, DDP_DTYPE_F16, DDP_OP_SUM);
     EXPECT_EQ(ddp::f16_to_float(a[0]), 2.0f);
     EXPECT_EQ(ddp::f16_to_float(a[1]), 1.0f);
     EXPECT_EQ(ddp::f16_to_float(a[2]), -4.0f);
-    ddp::reduce_half_into(a, b, 3, DDP_DTYPE_F16, DDP_OP_MAX);
+    ddp::reduce_into(a, b, 3, DDP_DTYPE_F16, DDP_OP_MAX);
     EXPECT_EQ(ddp::f16_to_float(a[2]), -4.0f);
     EXPECT_EQ(ddp::f16_to_float(a[1]), 3.0f);
     uint16_t c[2] = {ddp::float_to_bf16(6.0f), ddp::float_to_bf16(-3.0f)};

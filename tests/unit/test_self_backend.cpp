@@ -27,7 +27,7 @@ protected:
 
     ddp_comm* world = nullptr;
     std::vector<float> data{1.5f, -2.0f, 3.25f};
-    ddp_tensor good{data.data(), 3, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0};
+    ddp_tensor good{data.data(), 3, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
 };
 
 TEST_F(SelfBackend, Queries) {
@@ -90,35 +90,37 @@ TEST_F(SelfBackend, BadTensorLists) {
     EXPECT_EQ(allreduce(&good, -1), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("-1"));
 
-    ddp_tensor list[2] = {good, good};
+    std::vector<float> other{7.0f, 8.0f, 9.0f};
+    const ddp_tensor second{other.data(), 3, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
+    ddp_tensor list[2] = {good, second};
     list[1].data = nullptr;
     EXPECT_EQ(allreduce(list, 2), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("tensors[1].data is NULL"));
-    list[1] = good;
+    list[1] = second;
     list[1].count = -5;
     EXPECT_EQ(allreduce(list, 2), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("tensors[1].count is -5"));
-    list[1] = good;
+    list[1] = second;
     list[1].dtype = static_cast<ddp_dtype>(0x999);
     EXPECT_EQ(allreduce(list, 2), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("tensors[1].dtype"));
-    list[1] = good;
+    list[1] = second;
     list[1].device_type = static_cast<ddp_device_type>(42);
     EXPECT_EQ(allreduce(list, 2), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("tensors[1].device_type 42"));
-    list[1] = good;
+    list[1] = second;
     list[1].device_type = DDP_DEVICE_CUDA;
     EXPECT_EQ(allreduce(list, 2), DDP_ERR_UNSUPPORTED);
     EXPECT_TRUE(mentions("GPU buffer"));
-    list[1] = good;
+    list[1] = second;
     EXPECT_EQ(allreduce(list, 2, 17), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("op 17"));
     int32_t ints[2] = {1, 2};
-    list[1] = ddp_tensor{ints, 2, DDP_DTYPE_I32, DDP_DEVICE_CPU, 0};
+    list[1] = ddp_tensor{ints, 2, DDP_DTYPE_I32, DDP_DEVICE_CPU, 0, 0};
     EXPECT_EQ(allreduce(list, 2, DDP_OP_AVG), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("tensors[1] is i32"));
     // A zero-count tensor may have NULL data; pinned host memory counts as CPU.
-    list[1] = ddp_tensor{nullptr, 0, DDP_DTYPE_I32, DDP_DEVICE_CUDA_HOST, 0};
+    list[1] = ddp_tensor{nullptr, 0, DDP_DTYPE_I32, DDP_DEVICE_CUDA_HOST, 0, 0};
     EXPECT_EQ(allreduce(list, 2), DDP_OK) << message();
 }
 
@@ -140,11 +142,14 @@ TEST_F(SelfBackend, BadRootsScalarsAndOptions) {
     opts.struct_size = 2;
     EXPECT_EQ(ddp_allreduce_tensor_list(world, &good, 1, DDP_OP_SUM, &opts), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("struct_size is 2"));
-
-    setenv("DDP_FUSION_BYTES", "lots", 1);
-    EXPECT_EQ(ddp_allreduce_tensor_list(world, &good, 1, DDP_OP_SUM, nullptr), DDP_ERR_INVALID_ARGUMENT);
-    EXPECT_TRUE(mentions("DDP_FUSION_BYTES='lots'"));
-    unsetenv("DDP_FUSION_BYTES");
+    ASSERT_EQ(ddp_collective_options_init(&opts, sizeof opts), DDP_OK);
+    opts.fusion_bytes = -2;
+    EXPECT_EQ(ddp_allreduce_tensor_list(world, &good, 1, DDP_OP_SUM, &opts), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(mentions("opts->fusion_bytes is -2"));
+    ASSERT_EQ(ddp_collective_options_init(&opts, sizeof opts), DDP_OK);
+    opts.timeout_s = -1;
+    EXPECT_EQ(ddp_barrier(world, &opts), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(mentions("opts->timeout_s"));
 }
 
 TEST_F(SelfBackend, Logging) {
@@ -182,7 +187,7 @@ TEST_F(SelfBackend, SecondInitIsRefused) {
 TEST(Lifecycle, CallsBeforeInitAndAfterFinalize) {
     int32_t rank = 0;
     float x = 1;
-    ddp_tensor t{&x, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0};
+    ddp_tensor t{&x, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
     EXPECT_EQ(ddp_rank(nullptr, &rank), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("call ddp_init first"));
     EXPECT_EQ(ddp_allreduce_tensor_list(nullptr, &t, 1, DDP_OP_SUM, nullptr), DDP_ERR_INVALID_ARGUMENT);

@@ -83,6 +83,8 @@ mutable struct ddp_comm end
 
 mutable struct ddp_request end
 
+mutable struct ddp_reducer end
+
 struct ddp_tensor
     data::Ptr{Cvoid}
     count::Int64
@@ -231,6 +233,30 @@ end
 
 function ddp_shard_indices(n_items, rank, world, opts, out, capacity, count)
     @ccall libddp.ddp_shard_indices(n_items::Int64, rank::Int32, world::Int32, opts::Ptr{ddp_shard_options}, out::Ptr{Int64}, capacity::Int64, count::Ptr{Int64})::ddp_status
+end
+
+function ddp_comm_abort(comm, reason)
+    @ccall libddp.ddp_comm_abort(comm::Ptr{ddp_comm}, reason::Ptr{Cchar})::ddp_status
+end
+
+function ddp_reducer_create(comm, gradients, n, op, opts, reducer)
+    @ccall libddp.ddp_reducer_create(comm::Ptr{ddp_comm}, gradients::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options}, reducer::Ptr{Ptr{ddp_reducer}})::ddp_status
+end
+
+function ddp_reducer_gradient(reducer, index, gradient)
+    @ccall libddp.ddp_reducer_gradient(reducer::Ptr{ddp_reducer}, index::Int64, gradient::Ptr{ddp_tensor})::ddp_status
+end
+
+function ddp_reducer_mark_ready(reducer, index)
+    @ccall libddp.ddp_reducer_mark_ready(reducer::Ptr{ddp_reducer}, index::Int64)::ddp_status
+end
+
+function ddp_reducer_wait(reducer)
+    @ccall libddp.ddp_reducer_wait(reducer::Ptr{ddp_reducer})::ddp_status
+end
+
+function ddp_reducer_free(reducer)
+    @ccall libddp.ddp_reducer_free(reducer::Ptr{ddp_reducer})::ddp_status
 end
 
 end # module

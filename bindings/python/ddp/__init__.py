@@ -1,17 +1,23 @@
 """libddp for Python: data-parallel training's communication core.
 
     import ddp
-    with ddp.init() as comm:                # under mpirun: one process per rank
-        comm.broadcast(params, root=0)      # same start everywhere
-        for epoch in range(epochs):
-            sampler.set_epoch(epoch)
-            ...
-            comm.allreduce(grads, op="avg") # in place, fused, one call for the list
+    comm = ddp.init()                       # under mpirun: one process per rank
+    params = comm.broadcast(params, root=0) # any tree; same start everywhere
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        ...
+        grads = comm.allreduce_gradients(grads)    # the mean; one fused call
+        loss = comm.allreduce(loss, op="avg")      # numbers come back as numbers
+    # finalized at exit (or use `with ddp.init() as comm:`)
 
-Arrays are NumPy arrays or anything with __dlpack__, __cuda_array_interface__
-or the buffer protocol; they are used in place, never copied.
+Every collective takes an array, a number, or a tree of them (dicts, lists,
+tuples, dataclasses, JAX pytrees). Writable arrays (NumPy, or anything with
+__dlpack__, __cuda_array_interface__ or the buffer protocol) are used in
+place, never copied; JAX arrays and numbers come back as new values. The op
+defaults to "sum" (as MPI, mpi4py and torch.distributed); ask for "avg".
 """
 from ._communicator import Communicator, ReplicaCheck, Request, init
+from ._reducer import Reducer
 from ._ffi import (AlreadyInitializedError, BackendError, BufferTooSmallError, DDPError,
                    InternalError, InvalidArgumentError, MismatchError, NotInitializedError,
                    OutOfMemoryError, TimeoutError, UnsupportedError)
@@ -20,7 +26,7 @@ from ._sharding import ShardedSampler, shard_count, shard_indices
 
 __version__ = _version_string().decode()
 
-__all__ = ["init", "Communicator", "Request", "ReplicaCheck", "shard_indices", "shard_count",
+__all__ = ["init", "Communicator", "Request", "ReplicaCheck", "Reducer", "shard_indices", "shard_count",
            "ShardedSampler", "DDPError", "InvalidArgumentError", "MismatchError",
            "UnsupportedError", "NotInitializedError", "AlreadyInitializedError", "TimeoutError",
            "BackendError", "OutOfMemoryError", "BufferTooSmallError", "InternalError"]

@@ -1,7 +1,18 @@
-"""ddp.init() and the Communicator: the collectives on lists of arrays."""
-import ctypes
+"""ddp.init() and the Communicator: the collectives on trees of arrays.
 
-from . import _ffi, _log_bridge, _state_tree
+Every collective takes one array, a list of them, or any tree (dicts, lists,
+tuples, dataclasses, JAX pytrees) of arrays and numbers, and makes one libddp
+call for all of its leaves. Mutable arrays are reduced in place; JAX arrays
+and numbers come back as new values in the returned tree. The op defaults to
+"sum" everywhere, as in MPI, mpi4py and torch.distributed; averaging is asked
+for by name (op="avg") or through allreduce_gradients.
+"""
+import ctypes
+import sys
+
+from . import _exit, _ffi, _log_bridge, _trees
+from ._staging import Staging, is_immutable_array, is_number
+from ._reducer import Reducer
 from ._tensors import TensorList
 
 OP_OF_NAME = {"sum": _ffi.DDP_OP_SUM, "avg": _ffi.DDP_OP_AVG, "mean": _ffi.DDP_OP_AVG,
@@ -27,11 +38,6 @@ def _op(op):
     raise ValueError(f"op {op!r}: expected one of {', '.join(OP_OF_NAME)}")
 
 
-def _as_list(tensors):
-    """A list of arrays from a list/tuple of them or from one array."""
-    return list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
-
-
 def _collective_options(fusion_bytes=None):
     options = _ffi.ddp_collective_options()
     _ffi.ddp_collective_options_init(options, ctypes.sizeof(options))
@@ -41,13 +47,17 @@ def _collective_options(fusion_bytes=None):
 
 
 def init(comm=None, backend="auto", timeout=None, log_to_python=True):
-    """Starts libddp and returns the world Communicator (also a context manager
-    that finalizes it).
+    """Starts libddp and returns the world Communicator. It is finalized at
+    interpreter exit unless the program finalizes it first (finalize(), or
+    `with ddp.init() as comm:`). Without a launcher it is a single rank, and
+    says so once.
 
     comm: an mpi4py communicator to adopt (libddp duplicates it; MPI stays
     initialized after finalize). backend: "auto", "self", "mpi" or "nccl".
     timeout: seconds a collective waits for every rank (default: DDP_TIMEOUT_S,
-    else 1800). log_to_python: route libddp's log lines to logging("ddp")."""
+    else 1800). log_to_python: libddp's log lines are printed on stderr until
+    the program configures logging, then go to logging.getLogger("ddp");
+    False leaves them to libddp (stderr)."""
     global _world
     if backend not in BACKEND_OF_NAME:
         raise ValueError(f"backend {backend!r}: expected one of {', '.join(BACKEND_OF_NAME)}")
@@ -67,7 +77,24 @@ def init(comm=None, backend="auto", timeout=None, log_to_python=True):
     handle = ctypes.POINTER(_ffi.ddp_comm)()
     _ffi.ddp_init(options, handle)
     _world = Communicator(handle)
+    _exit.finalize_at_exit(_world)
+    if backend == "auto" and comm is None and _world.backend == "self":
+        _tell_single_rank_once()
     return _world
+
+
+_told_single_rank = False
+
+
+def _tell_single_rank_once():
+    """No launcher started this process: say so once, with how to start more."""
+    global _told_single_rank
+    if not _told_single_rank:
+        _told_single_rank = True
+        script = sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c") else "script.py"
+        _log_bridge.notice(f"ddp: no MPI launcher found, so this process is the only rank "
+                           f"(rank 0 of 1). To train on N processes, start it with: "
+                           f"mpirun -np N python {script}")
 
 
 class Communicator:
@@ -99,61 +126,104 @@ class Communicator:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.finalize()
+    def __exit__(self, exc_type, *exc):
+        # After an exception on several ranks, finalizing here could wait for
+        # peers still inside a collective; the exit hook decides (ddp/_exit.py).
+        if exc_type is None or self.size == 1:
+            self.finalize()
 
     def finalize(self):
-        """Ends the communicator (idempotent); MPI ends too if libddp started it."""
+        """Ends the communicator (idempotent); MPI ends too if libddp started it.
+        Called at interpreter exit if the program does not call it."""
         _ffi.ddp_finalize(self._handle)
         self.finalized = True
 
-    def allreduce(self, tensors, op="avg", fusion_bytes=None):
-        """Reduces each array in place across ranks; returns tensors.
-        op: "sum", "avg" (floating types), "min", "max", "prod"."""
-        tensor_list = TensorList(_as_list(tensors), writes=True)
+    def allreduce(self, tensors, op="sum", fusion_bytes=None):
+        """Reduces every leaf of tensors (an array, a number, or a tree of them)
+        across ranks and returns the result: arrays that can be written are
+        reduced in place (the same objects come back), JAX arrays and numbers
+        come back as new values. op: "sum" (the default), "avg" (floating
+        types; a Python int averages as a float), "min", "max", "prod"."""
+        leaves, rebuild = _trees.flatten(tensors)
+        staging = Staging(leaves, writes=True, averaging=_op(op) == _ffi.DDP_OP_AVG)
+        tensor_list = TensorList(staging.buffers, writes=True)
         _ffi.ddp_allreduce_tensor_list(self._handle, tensor_list.array, len(tensor_list),
                                        _op(op), _collective_options(fusion_bytes))
-        return tensors
+        return staging.rebuilt(tensors, rebuild)
 
-    def allreduce_async(self, tensors, op="avg", fusion_bytes=None):
-        """Starts allreduce in the background; returns a Request. Leave the arrays
-        alone until request.wait() returns."""
-        tensor_list = TensorList(_as_list(tensors), writes=True)
+    def allreduce_gradients(self, gradients, fusion_bytes=None):
+        """The mean of the gradients over ranks (allreduce with op="avg"), as
+        FluxMPI's allreduce_gradients and Horovod's DistributedOptimizer."""
+        return self.allreduce(gradients, op="avg", fusion_bytes=fusion_bytes)
+
+    def reducer(self, like, op="avg", fusion_bytes=None):
+        """Persistent gradient buckets for arrays shaped like `like` (a list of
+        arrays): the way to reduce gradients every step. Experimental in
+        libddp's C API (ddp_reducer_*). See ddp.Reducer."""
+        return Reducer(self, like, _op(op), fusion_bytes, _collective_options(fusion_bytes))
+
+    def allreduce_async(self, tensors, op="sum", fusion_bytes=None):
+        """Starts allreduce in the background; returns a Request whose wait()
+        gives what allreduce would have returned. Leave the arrays alone until
+        then."""
+        leaves, rebuild = _trees.flatten(tensors)
+        staging = Staging(leaves, writes=True, averaging=_op(op) == _ffi.DDP_OP_AVG)
+        tensor_list = TensorList(staging.buffers, writes=True)
         request = ctypes.POINTER(_ffi.ddp_request)()
         _ffi.ddp_allreduce_tensor_list_async(self._handle, tensor_list.array, len(tensor_list),
                                              _op(op), _collective_options(fusion_bytes), request)
-        return Request(request, tensors, tensor_list)
+        return Request(request, lambda: staging.rebuilt(tensors, rebuild), tensor_list)
 
     def broadcast(self, tensors, root=0):
-        """Overwrites each array with root's; returns tensors."""
-        tensor_list = TensorList(_as_list(tensors), writes=True)
+        """Gives every leaf of tensors root's value and returns the result:
+        writable arrays are overwritten in place, JAX arrays and numbers come
+        back as new values (broadcast(params_dict) works on any tree)."""
+        leaves, rebuild = _trees.flatten(tensors)
+        staging = Staging(leaves, writes=True)
+        tensor_list = TensorList(staging.buffers, writes=True)
         _ffi.ddp_broadcast_tensor_list(self._handle, tensor_list.array, len(tensor_list), root,
                                        None)
-        return tensors
+        return staging.rebuilt(tensors, rebuild)
 
     def reduce(self, tensors, op="sum", root=0):
-        """Reduces into root's arrays; other ranks' arrays are left as they were."""
-        tensor_list = TensorList(_as_list(tensors), writes=True)
+        """Reduces into root's leaves (returned as allreduce returns them); other
+        ranks' leaves are left as they were."""
+        leaves, rebuild = _trees.flatten(tensors)
+        staging = Staging(leaves, writes=True, averaging=_op(op) == _ffi.DDP_OP_AVG)
+        tensor_list = TensorList(staging.buffers, writes=True)
         _ffi.ddp_reduce_tensor_list(self._handle, tensor_list.array, len(tensor_list), _op(op),
                                     root, None)
-        return tensors
+        return staging.rebuilt(tensors, rebuild)
 
     def sync_optimizer_state(self, state, root=0):
-        """Makes state equal root's and returns it: arrays are overwritten in place,
-        numbers (step counts, learning rates) come back in the returned structure.
+        """Makes state equal root's and returns it: writable arrays are overwritten
+        in place, JAX arrays and numbers (step counts, learning rates) come back
+        in the returned tree; strings and bytes (configuration) are left alone.
         Raises MismatchError on every rank if the structures differ."""
-        leaves, scalars = [], []
-        _state_tree.flatten(state, leaves, scalars)
-        tensor_list = TensorList([array for _, array in leaves], writes=True, what="leaf")
-        values = (ctypes.c_double * len(scalars))(*[float(value) for _, value in scalars])
+        leaves, rebuild = _trees.flatten(state)
+        kinds = [_state_leaf_kind(leaf, index) for index, leaf in enumerate(leaves)]
+        arrays = [leaf for leaf, kind in zip(leaves, kinds) if kind == "array"]
+        staging = Staging(arrays, writes=True)
+        tensor_list = TensorList(staging.buffers, writes=True, what="leaf")
+        numbers = [leaf for leaf, kind in zip(leaves, kinds) if kind == "number"]
+        values = (ctypes.c_double * len(numbers))(*[float(number) for number in numbers])
         _ffi.ddp_sync_optimizer_state(self._handle, tensor_list.array, len(tensor_list), values,
-                                      len(scalars), root, None)
-        return _state_tree.rebuild(state, iter(values))
+                                      len(numbers), root, None)
+        synced_arrays, synced_numbers = iter(staging.results()), iter(values)
+        results = [next(synced_arrays) if kind == "array" else
+                   type(leaf)(next(synced_numbers)) if kind == "number" else leaf
+                   for leaf, kind in zip(leaves, kinds)]
+        if all(result is leaf for result, leaf in zip(results, leaves)):
+            return state
+        return rebuild(results)
 
     def check_replicas(self, tensors):
-        """Whether every rank holds bitwise the same arrays; the result is falsy when
-        not, and its message names the first differing tensor and two ranks."""
-        tensor_list = TensorList(_as_list(tensors), writes=False)
+        """Whether every rank holds bitwise the same leaves (arrays, numbers, any
+        tree of them); the result is falsy when not, and its message names the
+        first differing tensor and two ranks."""
+        leaves, _ = _trees.flatten(tensors)
+        staging = Staging(leaves, writes=False)
+        tensor_list = TensorList(staging.buffers, writes=False)
         identical = ctypes.c_int32()
         _ffi.ddp_check_replicas(self._handle, tensor_list.array, len(tensor_list), None,
                                 identical)
@@ -164,16 +234,35 @@ class Communicator:
         _ffi.ddp_barrier(self._handle, None)
 
     def log(self, message, level="info"):
-        """Logs one rank-prefixed line (to logging("ddp") after init's routing)."""
+        """Prints one rank-prefixed line, as FluxMPI's fluxmpi_println: on stderr,
+        or through logging.getLogger("ddp") once the program configures logging."""
         _ffi.ddp_log(self._handle, _log_bridge.ddp_level(level), str(message).encode())
 
 
-class Request:
-    """An allreduce in flight. wait() returns its tensors or raises its error."""
+def _state_leaf_kind(leaf, index):
+    if is_number(leaf):
+        return "number"
+    if isinstance(leaf, (str, bytes)):
+        return "kept"
+    if is_immutable_array(leaf) or _is_array(leaf):
+        return "array"
+    raise TypeError(f"leaf {index}: cannot synchronize a {type(leaf).__name__}; optimizer "
+                    "state holds arrays, numbers, strings, and dicts, lists, tuples or "
+                    "dataclasses of them")
 
-    def __init__(self, handle, tensors, tensor_list):
+
+def _is_array(value):
+    return hasattr(value, "__array_interface__") or hasattr(value, "__dlpack__") or \
+        hasattr(value, "__cuda_array_interface__")
+
+
+class Request:
+    """An allreduce in flight. wait() returns its result or raises its error."""
+
+    def __init__(self, handle, result, tensor_list):
         self._handle = handle
-        self._tensors = tensors
+        self._result = result  # makes the returned tree once the data is there
+        self._tensors = None
         self._tensor_list = tensor_list  # keeps the memory alive until freed
 
     def done(self):
@@ -185,11 +274,12 @@ class Request:
         return bool(finished.value)
 
     def wait(self):
-        """Blocks until complete; returns the tensors or raises the error."""
+        """Blocks until complete; returns the result or raises the error."""
         if self._handle:
             handle, self._handle = self._handle, None
             _ffi.ddp_request_free(handle)  # waits, then frees; raises on failure
-            self._tensor_list = None
+            self._tensors = self._result()
+            self._tensor_list = self._result = None
         return self._tensors
 
     def __del__(self):

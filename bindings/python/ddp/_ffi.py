@@ -129,6 +129,10 @@ class ddp_request(ctypes.Structure):
     """Opaque handle: only pointers to it are used."""
 
 
+class ddp_reducer(ctypes.Structure):
+    """Opaque handle: only pointers to it are used."""
+
+
 class ddp_tensor(ctypes.Structure):
     _fields_ = [
         ("data", ctypes.c_void_p),
@@ -381,3 +385,33 @@ ddp_shard_indices = _lib.ddp_shard_indices
 ddp_shard_indices.argtypes = [ctypes.c_int64, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ddp_shard_options), ctypes.POINTER(ctypes.c_int64), ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)]
 ddp_shard_indices.restype = ctypes.c_int
 ddp_shard_indices.errcheck = _check_status
+
+ddp_comm_abort = _lib.ddp_comm_abort
+ddp_comm_abort.argtypes = [ctypes.POINTER(ddp_comm), ctypes.c_char_p]
+ddp_comm_abort.restype = ctypes.c_int
+ddp_comm_abort.errcheck = _check_status
+
+ddp_reducer_create = _lib.ddp_reducer_create
+ddp_reducer_create.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ddp_collective_options), ctypes.POINTER(ctypes.POINTER(ddp_reducer))]
+ddp_reducer_create.restype = ctypes.c_int
+ddp_reducer_create.errcheck = _check_status
+
+ddp_reducer_gradient = _lib.ddp_reducer_gradient
+ddp_reducer_gradient.argtypes = [ctypes.POINTER(ddp_reducer), ctypes.c_int64, ctypes.POINTER(ddp_tensor)]
+ddp_reducer_gradient.restype = ctypes.c_int
+ddp_reducer_gradient.errcheck = _check_status
+
+ddp_reducer_mark_ready = _lib.ddp_reducer_mark_ready
+ddp_reducer_mark_ready.argtypes = [ctypes.POINTER(ddp_reducer), ctypes.c_int64]
+ddp_reducer_mark_ready.restype = ctypes.c_int
+ddp_reducer_mark_ready.errcheck = _check_status
+
+ddp_reducer_wait = _lib.ddp_reducer_wait
+ddp_reducer_wait.argtypes = [ctypes.POINTER(ddp_reducer)]
+ddp_reducer_wait.restype = ctypes.c_int
+ddp_reducer_wait.errcheck = _check_status
+
+ddp_reducer_free = _lib.ddp_reducer_free
+ddp_reducer_free.argtypes = [ctypes.POINTER(ddp_reducer)]
+ddp_reducer_free.restype = ctypes.c_int
+ddp_reducer_free.errcheck = _check_status

@@ -1,6 +1,10 @@
-"""Routes libddp's log lines into Python's `logging` (logger "ddp")."""
+"""Where libddp's log lines (comm.log's too) go: to stderr, as the C library
+and FluxMPI's fluxmpi_println print them, until the program configures
+logging (any handler on the "ddp" logger or the root); from then on into
+logging.getLogger("ddp"), where its levels and handlers decide."""
 import atexit
 import logging
+import sys
 
 from . import _ffi
 
@@ -13,7 +17,19 @@ DDP_LEVEL_OF_NAME = {"debug": _ffi.DDP_LOG_DEBUG, "info": _ffi.DDP_LOG_INFO,
 
 
 def _forward(level, line, user):
-    LOGGER.log(LEVEL_OF_DDP.get(level, level), "%s", line.decode("utf-8", "replace"))
+    _emit(LEVEL_OF_DDP.get(level, level), line.decode("utf-8", "replace"))
+
+
+def _emit(level, text):
+    if LOGGER.hasHandlers():
+        LOGGER.log(level, "%s", text)
+    else:
+        print(text, file=sys.stderr, flush=True)
+
+
+def notice(text):
+    """A message of the Python package itself, shown as libddp's info lines are."""
+    _emit(logging.INFO, text)
 
 
 # Kept at module level: libddp calls it for the rest of the process's life.
@@ -21,8 +37,8 @@ _CALLBACK = _ffi.ddp_log_callback(_forward)
 
 
 def route_to_logging():
-    """From now on every libddp line goes to logging.getLogger("ddp"), until
-    the interpreter exits: lines libddp writes after that (from its own
+    """From now on every libddp line goes through _emit, until the
+    interpreter exits: lines libddp writes after that (from its own
     clean-up) go to stderr instead of into a finalized interpreter."""
     _ffi.ddp_set_log_callback(_CALLBACK, None)
     atexit.unregister(_route_to_stderr)

@@ -1,0 +1,589 @@
+// The C boundary: every exported function lives here. Each one checks its
+// arguments, calls into the C++ internals, and turns any exception into a
+// status code plus the thread-local message. Nothing else is exported.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "api/options.hpp"
+#include "api/validate.hpp"
+#include "backend/nccl/nccl_backend.hpp"
+#include "control/agreement.hpp"
+#include "core/collectives.hpp"
+#include "core/communicator.hpp"
+#include "core/reducer.hpp"
+#include "core/settings.hpp"
+#include "core/shard.hpp"
+#include "ddp/ddp.h"
+#include "device/cuda/gpu_device.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
+
+// The handle behind ddp_comm*. It outlives finalize (see ddp_finalize's doc)
+// so that a stale handle is recognised instead of dereferencing freed memory.
+struct ddp_comm {
+    static constexpr uint64_t expected_magic = 0x6464705f636f6d6dull;  // "ddp_comm"
+    uint64_t magic = expected_magic;
+    std::unique_ptr<ddp::Communicator> live;
+};
+
+struct ddp_request {
+    std::shared_ptr<ddp::RequestState> state;
+};
+
+struct ddp_reducer {
+    ddp_comm* comm;  // checked on every call: the communicator may be finalized first
+    std::unique_ptr<ddp::Reducer> reducer;
+};
+
+namespace {
+
+using namespace ddp;
+
+std::mutex init_mutex;
+bool world_live = false;  // guarded by init_mutex
+
+// After a failed start, how long a rank waits for its peers to fail too.
+constexpr double failed_start_wait_s = 10;
+
+template <typename Body>
+ddp_status guarded(Body body) noexcept {
+    try {
+        body();
+        return DDP_OK;
+    } catch (...) {
+        std::string message;
+        const ddp_status status = status_of_exception(std::current_exception(), message);
+        set_last_error(std::move(message));
+        return status;
+    }
+}
+
+Communicator& live_comm(const ddp_comm* handle) {
+    if (handle == nullptr) fail(DDP_ERR_INVALID_ARGUMENT, "comm is NULL (call ddp_init first)");
+    if (handle->magic != ddp_comm::expected_magic) fail(DDP_ERR_INVALID_ARGUMENT, "comm does not point to a ddp_comm");
+    if (!handle->live) fail(DDP_ERR_NOT_INITIALIZED, "comm was finalized");
+    return *handle->live;
+}
+
+/// A collective's per-call options, checked, with the fusion size resolved.
+struct CallOptions {
+    int64_t fusion_bytes;
+    double timeout_s;
+};
+
+CallOptions checked_call_options(const ddp_collective_options* opts, const Communicator& comm) {
+    const ddp_collective_options read = read_options(opts, default_collective_options(), "opts");
+    if (read.fusion_bytes < -1)
+        fail(DDP_ERR_INVALID_ARGUMENT, "opts->fusion_bytes is " + std::to_string(read.fusion_bytes) +
+                                           "; it must be -1 (no fusion), 0 (default) or a byte count");
+    if (!(read.timeout_s >= 0) || std::isinf(read.timeout_s))
+        fail(DDP_ERR_INVALID_ARGUMENT, "opts->timeout_s must be a finite number >= 0 (0: the communicator's)");
+    return {read.fusion_bytes != 0 ? read.fusion_bytes : comm.settings().fusion_bytes, read.timeout_s};
+}
+
+/// What a collective entry point validates: its arguments, into a call.
+using Describe = std::function<CollectiveCall(Communicator&, const CallOptions&)>;
+
+/// The validated call, or the validation error (DDP_ERR_INVALID_ARGUMENT,
+/// or DDP_ERR_UNSUPPORTED) as thrown. `timeout_s` gets the call's timeout
+/// as far as it could be read, for announcing an invalid call.
+CollectiveCall described_call(Communicator& comm, CollectiveKind kind, const ddp_collective_options* opts,
+                              const Describe& describe, double& timeout_s) {
+    const CallOptions options = checked_call_options(opts, comm);
+    timeout_s = options.timeout_s;
+    CollectiveCall call = describe(comm, options);
+    call.kind = kind;
+    call.timeout_s = options.timeout_s;
+    return call;
+}
+
+/// For this rank's invalid call: takes part in agreement, so that its peers
+/// return DDP_ERR_MISMATCH at once instead of waiting, then reports the
+/// error, naming this rank. Must run in call order.
+[[noreturn]] void report_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s, const Error& invalid) {
+    try {
+        announce_invalid_call(comm, kind, timeout_s);
+    } catch (const Error&) {
+        // A broken communicator: the validation error is still the one to report.
+    }
+    throw Error(invalid.status(), "rank " + std::to_string(comm.backend().rank()) + ": " + invalid.what());
+}
+
+/// Runs one blocking collective in order on the caller's thread.
+void blocking_collective(ddp_comm* handle, CollectiveKind kind, const ddp_collective_options* opts,
+                         const Describe& describe) {
+    Communicator& comm = live_comm(handle);
+    comm.run([&] {
+        double timeout_s = 0;
+        CollectiveCall call;
+        try {
+            call = described_call(comm, kind, opts, describe, timeout_s);
+        } catch (const Error& invalid) {
+            report_invalid_call(comm, kind, timeout_s, invalid);
+        }
+        run_collective(comm, call);
+    });
+}
+
+/// A writable tensor list: valid tensors that do not overlap.
+std::span<const ddp_tensor> checked_writable_list(const ddp_tensor* tensors, int64_t n, const char* what) {
+    const auto list = checked_tensor_list(tensors, n, what);
+    check_no_overlap(list, what);
+    return list;
+}
+
+std::unique_ptr<Backend> make_backend(ddp_backend backend, int64_t mpi_comm_fortran) {
+    switch (backend) {
+    case DDP_BACKEND_MPI: return make_mpi_backend(mpi_comm_fortran);
+    case DDP_BACKEND_NCCL: return make_nccl_backend();
+    default: return make_self_backend();
+    }
+}
+
+/// The ranks (besides this one) whose settings failed, exchanged so that a
+/// rank with a bad environment makes every rank's ddp_init fail together
+/// instead of leaving its peers to wait in their first collective.
+std::vector<int> ranks_that_failed_to_start(Backend& backend, bool this_rank_failed, double timeout_s) {
+    ControlPlane control(backend, timeout_s, timeout_s);
+    CallContext context = control.begin(CollectiveKind::barrier, 0);
+    const uint64_t mine = this_rank_failed ? 1 : 0;
+    std::vector<std::vector<uint64_t>> all;
+    control.wait(context, backend.start_allgather_u64(std::span(&mine, 1), all), WaitStyle::for_peers);
+    std::vector<int> failed;
+    for (size_t r = 0; r < all.size(); ++r)
+        if (all[r].at(0) != 0) failed.push_back(static_cast<int>(r));
+    return failed;
+}
+
+/// Whether every rank reaches this point within `seconds`.
+bool all_reach(Backend& backend, double seconds) {
+    ControlPlane control(backend, seconds, seconds);
+    CallContext context = control.begin(CollectiveKind::barrier, 0);
+    try {
+        control.wait(context, backend.start_finalize_barrier(), WaitStyle::for_peers);
+        return true;
+    } catch (const Error&) {
+        return false;
+    }
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+    std::string text;
+    for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
+    return text;
+}
+
+template <typename T>
+void set_output(T* out, T value, const char* name) {
+    require_not_null(out, name) = value;
+}
+
+}  // namespace
+
+extern "C" {
+
+DDP_API const char* ddp_status_name(ddp_status status) {
+    switch (status) {
+    case DDP_OK: return "DDP_OK";
+    case DDP_ERR_INVALID_ARGUMENT: return "DDP_ERR_INVALID_ARGUMENT";
+    case DDP_ERR_MISMATCH: return "DDP_ERR_MISMATCH";
+    case DDP_ERR_UNSUPPORTED: return "DDP_ERR_UNSUPPORTED";
+    case DDP_ERR_NOT_INITIALIZED: return "DDP_ERR_NOT_INITIALIZED";
+    case DDP_ERR_ALREADY_INITIALIZED: return "DDP_ERR_ALREADY_INITIALIZED";
+    case DDP_ERR_TIMEOUT: return "DDP_ERR_TIMEOUT";
+    case DDP_ERR_BACKEND: return "DDP_ERR_BACKEND";
+    case DDP_ERR_OUT_OF_MEMORY: return "DDP_ERR_OUT_OF_MEMORY";
+    case DDP_ERR_BUFFER_TOO_SMALL: return "DDP_ERR_BUFFER_TOO_SMALL";
+    case DDP_ERR_INTERNAL: return "DDP_ERR_INTERNAL";
+    }
+    return "DDP_ERR_UNKNOWN_STATUS";
+}
+
+DDP_API const char* ddp_last_error_message(void) { return last_error(); }
+
+DDP_API uint32_t ddp_version(void) { return DDP_VERSION_NUMBER; }
+
+DDP_API const char* ddp_version_string(void) {
+#define DDP_STRINGIFY_(x) #x
+#define DDP_STRINGIFY(x) DDP_STRINGIFY_(x)
+    return DDP_STRINGIFY(DDP_VERSION_MAJOR) "." DDP_STRINGIFY(DDP_VERSION_MINOR) "." DDP_STRINGIFY(
+        DDP_VERSION_PATCH);
+#undef DDP_STRINGIFY
+#undef DDP_STRINGIFY_
+}
+
+DDP_API ddp_status ddp_init_options_init(ddp_init_options* opts, uint32_t struct_size) {
+    return guarded([&] { init_options(opts, struct_size, default_init_options(), "opts"); });
+}
+
+DDP_API ddp_status ddp_collective_options_init(ddp_collective_options* opts, uint32_t struct_size) {
+    return guarded([&] { init_options(opts, struct_size, default_collective_options(), "opts"); });
+}
+
+DDP_API ddp_status ddp_shard_options_init(ddp_shard_options* opts, uint32_t struct_size) {
+    return guarded([&] { init_options(opts, struct_size, default_shard_options(), "opts"); });
+}
+
+DDP_API ddp_status ddp_init(const ddp_init_options* opts_in, ddp_comm** world) {
+    return guarded([&] {
+        require_not_null(world, "world");
+        const ddp_init_options opts = read_options(opts_in, default_init_options(), "opts");
+        check_init_options(opts);
+        std::lock_guard lock(init_mutex);
+        if (world_live)
+            fail(DDP_ERR_ALREADY_INITIALIZED,
+                 "ddp_init was called while the world from an earlier ddp_init is still live "
+                 "(call ddp_finalize first, or reuse that communicator)");
+        // A rank with a bad option or environment still starts the backend,
+        // so that every rank's ddp_init fails together (see Settings).
+        std::optional<Error> invalid;
+        Settings settings;
+        try {
+            settings = resolve_settings(opts);
+        } catch (const Error& error) {
+            invalid = error;
+            settings.backend = fallback_backend(opts);
+        }
+        std::unique_ptr<Backend> backend = make_backend(settings.backend, opts.mpi_comm_fortran);
+        const std::vector<int> failed = ranks_that_failed_to_start(*backend, invalid.has_value(), settings.timeout_s);
+        if (!failed.empty()) {
+            backend->finalize(all_reach(*backend, failed_start_wait_s));
+            if (invalid) throw Error(invalid->status(), "rank " + std::to_string(backend->rank()) + ": " + invalid->what());
+            fail(DDP_ERR_MISMATCH, "rank(s) " + rank_list(failed) +
+                                       " could not start libddp (their ddp_init returned DDP_ERR_INVALID_ARGUMENT "
+                                       "naming the option or environment variable), so no rank starts");
+        }
+        set_log_threshold(settings.log_threshold);
+        const int device = assign_gpu(backend->local_rank());
+        auto handle = std::make_unique<ddp_comm>();
+        handle->live = std::make_unique<Communicator>(std::move(backend), settings, device);
+        const Backend& started = handle->live->backend();
+        log_line(started.rank(), started.size(), DDP_LOG_DEBUG,
+                 std::string("initialized backend ") + started.name() + ", local rank " +
+                     std::to_string(started.local_rank()) + " of " + std::to_string(started.local_size()) +
+                     ", device " + std::to_string(device));
+        world_live = true;
+        *world = handle.release();  // owned by the caller; see ddp_finalize
+    });
+}
+
+DDP_API ddp_status ddp_finalize(ddp_comm* world) {
+    return guarded([&] {
+        require_not_null(world, "world");
+        if (world->magic != ddp_comm::expected_magic) fail(DDP_ERR_INVALID_ARGUMENT, "world does not point to a ddp_comm");
+        if (!world->live) return;  // already finalized
+        std::lock_guard lock(init_mutex);
+        std::unique_ptr<Communicator> communicator = std::move(world->live);
+        world_live = false;
+        communicator->finalize();
+    });
+}
+
+DDP_API ddp_status ddp_rank(const ddp_comm* comm, int32_t* rank) {
+    return guarded([&] { set_output(rank, live_comm(comm).backend().rank(), "rank"); });
+}
+
+DDP_API ddp_status ddp_size(const ddp_comm* comm, int32_t* size) {
+    return guarded([&] { set_output(size, live_comm(comm).backend().size(), "size"); });
+}
+
+DDP_API ddp_status ddp_local_rank(const ddp_comm* comm, int32_t* local_rank) {
+    return guarded([&] { set_output(local_rank, live_comm(comm).backend().local_rank(), "local_rank"); });
+}
+
+DDP_API ddp_status ddp_local_size(const ddp_comm* comm, int32_t* local_size) {
+    return guarded([&] { set_output(local_size, live_comm(comm).backend().local_size(), "local_size"); });
+}
+
+DDP_API ddp_status ddp_device(const ddp_comm* comm, int32_t* device_id) {
+    return guarded([&] { set_output(device_id, live_comm(comm).device(), "device_id"); });
+}
+
+DDP_API ddp_status ddp_backend_name(const ddp_comm* comm, const char** name) {
+    return guarded([&] { set_output(name, live_comm(comm).backend().name(), "name"); });
+}
+
+DDP_API ddp_status ddp_allreduce_tensor_list(ddp_comm* comm, const ddp_tensor* tensors, int64_t n, ddp_op op,
+                                             const ddp_collective_options* opts) {
+    return guarded([&] {
+        blocking_collective(comm, CollectiveKind::allreduce, opts, [&](Communicator&, const CallOptions& options) {
+            CollectiveCall call;
+            call.tensors = checked_writable_list(tensors, n, "tensors");
+            call.op = checked_op(op, call.tensors);
+            call.fusion_bytes = options.fusion_bytes;
+            return call;
+        });
+    });
+}
+
+DDP_API ddp_status ddp_allreduce_tensor_list_async(ddp_comm* comm, const ddp_tensor* tensors, int64_t n, ddp_op op,
+                                                   const ddp_collective_options* opts, ddp_request** request) {
+    return guarded([&] {
+        Communicator& c = live_comm(comm);
+        double timeout_s = 0;
+        CollectiveCall call;
+        try {
+            call = described_call(c, CollectiveKind::allreduce, opts,
+                                  [&](Communicator&, const CallOptions& options) {
+                                      require_not_null(request, "request");
+                                      CollectiveCall valid;
+                                      valid.tensors = checked_writable_list(tensors, n, "tensors");
+                                      valid.op = checked_op(op, valid.tensors);
+                                      valid.fusion_bytes = options.fusion_bytes;
+                                      return valid;
+                                  },
+                                  timeout_s);
+        } catch (const Error& invalid) {
+            // In order: after the requests queued before this one.
+            c.run([&] { report_invalid_call(c, CollectiveKind::allreduce, timeout_s, invalid); });
+        }
+        std::vector<ddp_tensor> owned;
+        owned.assign(call.tensors.begin(), call.tensors.end());  // the caller may free its array on return
+        auto state = c.submit([&c, owned = std::move(owned), call]() mutable {
+            call.tensors = owned;
+            call.in_background = true;
+            run_collective(c, call);
+        });
+        *request = std::make_unique<ddp_request>(ddp_request{std::move(state)}).release();
+    });
+}
+
+DDP_API ddp_status ddp_request_wait(ddp_request* request) {
+    return guarded([&] {
+        std::string message;
+        const ddp_status status = require_not_null(request, "request").state->wait(message);
+        if (status != DDP_OK) fail(status, message);
+    });
+}
+
+DDP_API ddp_status ddp_request_test(ddp_request* request, int32_t* done) {
+    return guarded([&] {
+        require_not_null(request, "request");
+        require_not_null(done, "done");
+        *done = request->state->done() ? 1 : 0;
+        if (*done) {
+            std::string message;
+            const ddp_status status = request->state->wait(message);
+            if (status != DDP_OK) fail(status, message);
+        }
+    });
+}
+
+DDP_API ddp_status ddp_request_free(ddp_request* request) {
+    if (request == nullptr) return DDP_OK;
+    std::unique_ptr<ddp_request> owned(request);
+    return ddp_request_wait(owned.get());
+}
+
+DDP_API ddp_status ddp_broadcast_tensor_list(ddp_comm* comm, const ddp_tensor* tensors, int64_t n, int32_t root,
+                                             const ddp_collective_options* opts) {
+    return guarded([&] {
+        blocking_collective(comm, CollectiveKind::broadcast, opts, [&](Communicator& c, const CallOptions& options) {
+            CollectiveCall call;
+            call.tensors = checked_writable_list(tensors, n, "tensors");
+            call.root = checked_root(root, c.backend().size());
+            call.fusion_bytes = options.fusion_bytes;
+            return call;
+        });
+    });
+}
+
+DDP_API ddp_status ddp_reduce_tensor_list(ddp_comm* comm, const ddp_tensor* tensors, int64_t n, ddp_op op,
+                                          int32_t root, const ddp_collective_options* opts) {
+    return guarded([&] {
+        blocking_collective(comm, CollectiveKind::reduce, opts, [&](Communicator& c, const CallOptions& options) {
+            CollectiveCall call;
+            call.tensors = checked_writable_list(tensors, n, "tensors");
+            call.op = checked_op(op, call.tensors);
+            call.root = checked_root(root, c.backend().size());
+            call.fusion_bytes = options.fusion_bytes;
+            return call;
+        });
+    });
+}
+
+DDP_API ddp_status ddp_sync_optimizer_state(ddp_comm* comm, const ddp_tensor* leaves, int64_t n, double* scalars,
+                                            int64_t n_scalars, int32_t root, const ddp_collective_options* opts) {
+    return guarded([&] {
+        blocking_collective(
+            comm, CollectiveKind::sync_optimizer_state, opts, [&](Communicator& c, const CallOptions& options) {
+                CollectiveCall call;
+                call.tensors = checked_writable_list(leaves, n, "leaves");
+                if (n_scalars < 0)
+                    fail(DDP_ERR_INVALID_ARGUMENT, "n_scalars is " + std::to_string(n_scalars) + "; it must be >= 0");
+                if (n_scalars > 0 && scalars == nullptr)
+                    fail(DDP_ERR_INVALID_ARGUMENT, "scalars is NULL but n_scalars is " + std::to_string(n_scalars));
+                call.scalars = std::span(scalars, static_cast<size_t>(n_scalars));
+                call.root = checked_root(root, c.backend().size());
+                call.fusion_bytes = options.fusion_bytes;
+                return call;
+            });
+    });
+}
+
+DDP_API ddp_status ddp_check_replicas(ddp_comm* comm, const ddp_tensor* tensors, int64_t n,
+                                      const ddp_collective_options* opts, int32_t* identical) {
+    return guarded([&] {
+        bool same = true;
+        std::string difference;
+        blocking_collective(comm, CollectiveKind::check_replicas, opts, [&](Communicator&, const CallOptions&) {
+            require_not_null(identical, "identical");
+            CollectiveCall call;
+            call.tensors = checked_tensor_list(tensors, n, "tensors");  // read only: overlap is fine
+            call.identical = &same;
+            call.difference = &difference;
+            return call;
+        });
+        *identical = same ? 1 : 0;
+        if (!same) set_last_error(difference);
+    });
+}
+
+DDP_API ddp_status ddp_barrier(ddp_comm* comm, const ddp_collective_options* opts) {
+    return guarded([&] {
+        blocking_collective(comm, CollectiveKind::barrier, opts,
+                            [](Communicator&, const CallOptions&) { return CollectiveCall{}; });
+    });
+}
+
+DDP_API ddp_status ddp_log(const ddp_comm* comm, ddp_log_level level, const char* msg) {
+    return guarded([&] {
+        const Backend& backend = live_comm(comm).backend();
+        require_not_null(msg, "msg");
+        if (!is_valid_log_level(level))
+            fail(DDP_ERR_INVALID_ARGUMENT, "level " + std::to_string(level) + " is not a ddp_log_level");
+        log_line(backend.rank(), backend.size(), level, msg);
+    });
+}
+
+DDP_API ddp_status ddp_set_log_callback(ddp_log_callback fn, void* user) {
+    set_log_callback(fn, user);
+    return DDP_OK;
+}
+
+DDP_API ddp_status ddp_shard_count(int64_t n_items, int32_t world, const ddp_shard_options* opts_in, int64_t* count) {
+    return guarded([&] {
+        require_not_null(count, "count");
+        if (n_items < 0) fail(DDP_ERR_INVALID_ARGUMENT, "n_items is " + std::to_string(n_items) + "; it must be >= 0");
+        if (world < 1) fail(DDP_ERR_INVALID_ARGUMENT, "world is " + std::to_string(world) + "; it must be >= 1");
+        const ddp_shard_options opts = read_options(opts_in, default_shard_options(), "opts");
+        if (opts.strategy != DDP_SHARD_STRIDED && opts.strategy != DDP_SHARD_CONTIGUOUS)
+            fail(DDP_ERR_INVALID_ARGUMENT,
+                 "opts->strategy " + std::to_string(opts.strategy) + " is not a ddp_shard_strategy");
+        *count = shard_count(n_items, world, opts);
+    });
+}
+
+DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t world, const ddp_shard_options* opts_in,
+                                     int64_t* out, int64_t capacity, int64_t* count) {
+    int64_t needed = 0;
+    const ddp_status counted = ddp_shard_count(n_items, world, opts_in, &needed);
+    if (counted != DDP_OK) return counted;
+    return guarded([&] {
+        if (rank < 0 || rank >= world)
+            fail(DDP_ERR_INVALID_ARGUMENT,
+                 "rank is " + std::to_string(rank) + "; it must be in [0, " + std::to_string(world) + ")");
+        require_not_null(count, "count");
+        const ddp_shard_options opts = read_options(opts_in, default_shard_options(), "opts");
+        if (opts.shuffle && n_items > DDP_SHARD_SHUFFLE_MAX_ITEMS)
+            fail(DDP_ERR_INVALID_ARGUMENT,
+                 "n_items is " + std::to_string(n_items) + " but a shuffled shard accepts at most " +
+                     std::to_string(DDP_SHARD_SHUFFLE_MAX_ITEMS) +
+                     " (DDP_SHARD_SHUFFLE_MAX_ITEMS: the permutation needs memory for every item); shard "
+                     "without shuffle, or shuffle blocks of items");
+        if (capacity < needed) {
+            *count = needed;
+            fail(DDP_ERR_BUFFER_TOO_SMALL, "capacity is " + std::to_string(capacity) + " but rank " +
+                                               std::to_string(rank) + " owns " + std::to_string(needed) +
+                                               " items (ask ddp_shard_count first)");
+        }
+        if (needed > 0) require_not_null(out, "out");
+        shard_indices(n_items, rank, world, opts, std::span(out, static_cast<size_t>(needed)));
+        *count = needed;
+    });
+}
+
+DDP_API ddp_status ddp_reducer_create(ddp_comm* comm, const ddp_tensor* gradients, int64_t n, ddp_op op,
+                                      const ddp_collective_options* opts, ddp_reducer** reducer) {
+    return guarded([&] {
+        Communicator& c = live_comm(comm);
+        c.run([&] {
+            double timeout_s = 0;
+            CallOptions options{};
+            std::span<const ddp_tensor> list;
+            ddp_op checked = DDP_OP_SUM;
+            try {
+                require_not_null(reducer, "reducer");
+                options = checked_call_options(opts, c);
+                timeout_s = options.timeout_s;
+                list = checked_tensor_list(gradients, n, "gradients", DataPointers::ignored);
+                checked = checked_op(op, list);
+            } catch (const Error& invalid) {
+                report_invalid_call(c, CollectiveKind::reducer_create, timeout_s, invalid);
+            }
+            const int64_t bucket_bytes = options.fusion_bytes > 0 ? options.fusion_bytes : 0;
+            auto made = std::make_unique<ddp_reducer>(
+                ddp_reducer{comm, std::make_unique<Reducer>(c, list, checked, bucket_bytes, options.timeout_s)});
+            *reducer = made.release();
+        });
+    });
+}
+
+namespace {
+Reducer& live_reducer(ddp_reducer* handle) {
+    if (handle == nullptr) fail(DDP_ERR_INVALID_ARGUMENT, "reducer is NULL");
+    live_comm(handle->comm);
+    return *handle->reducer;
+}
+
+size_t checked_gradient_index(const Reducer& reducer, int64_t index) {
+    if (index < 0 || index >= reducer.size())
+        fail(DDP_ERR_INVALID_ARGUMENT, "index is " + std::to_string(index) + "; the reducer has " +
+                                           std::to_string(reducer.size()) + " gradients");
+    return static_cast<size_t>(index);
+}
+}  // namespace
+
+DDP_API ddp_status ddp_reducer_gradient(ddp_reducer* reducer, int64_t index, ddp_tensor* gradient) {
+    return guarded([&] {
+        Reducer& r = live_reducer(reducer);
+        checked_gradient_index(r, index);
+        require_not_null(gradient, "gradient") = r.gradient(index);
+    });
+}
+
+DDP_API ddp_status ddp_reducer_mark_ready(ddp_reducer* reducer, int64_t index) {
+    return guarded([&] {
+        Reducer& r = live_reducer(reducer);
+        checked_gradient_index(r, index);
+        live_comm(reducer->comm).run_reducer_call([&] { r.mark_ready(index); });
+    });
+}
+
+DDP_API ddp_status ddp_reducer_wait(ddp_reducer* reducer) {
+    return guarded([&] {
+        Reducer& r = live_reducer(reducer);
+        live_comm(reducer->comm).run_reducer_call([&] { r.wait(); });
+    });
+}
+
+DDP_API ddp_status ddp_reducer_free(ddp_reducer* reducer) {
+    if (reducer == nullptr) return DDP_OK;
+    std::unique_ptr<ddp_reducer> owned(reducer);
+    return guarded([&] {
+        if (owned->comm == nullptr || owned->comm->magic != ddp_comm::expected_magic || !owned->comm->live) return;
+        if (owned->reducer->step_open()) owned->comm->live->run_reducer_call([&] { owned->reducer->wait(); });
+    });
+}
+
+DDP_API ddp_status ddp_comm_abort(ddp_comm* comm, const char* reason) {
+    return guarded([&] {
+        Communicator& c = live_comm(comm);
+        c.control().abort(reason != nullptr ? reason : "no reason given");
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,128 @@
+#include "api/validate.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "util/dtype.hpp"
+
+namespace ddp {
+
+namespace {
+
+// "tensors[3]": built only when a check fails, as lists are checked on every call.
+std::string tensor_name(const char* what, size_t index) {
+    return std::string(what) + "[" + std::to_string(index) + "]";
+}
+
+void check_device(const ddp_tensor& tensor, const char* what, size_t index) {
+    switch (static_cast<int>(tensor.device_type)) {
+    case DDP_DEVICE_CPU:
+    case DDP_DEVICE_CUDA_HOST:
+        return;
+    case DDP_DEVICE_CUDA:
+    case DDP_DEVICE_CUDA_MANAGED:
+    case DDP_DEVICE_ROCM:
+        fail(DDP_ERR_UNSUPPORTED,
+             tensor_name(what, index) + " is a GPU buffer (device_type " + std::to_string(tensor.device_type) +
+                 ", device " + std::to_string(tensor.device_id) +
+                 "): this version of libddp reduces CPU buffers only; copy it to the host first");
+    default:
+        fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, index) + ".device_type " +
+                                           std::to_string(tensor.device_type) +
+                                           " is not a ddp_device_type");
+    }
+}
+
+}  // namespace
+
+std::span<const ddp_tensor> checked_tensor_list(const ddp_tensor* tensors, int64_t n, const char* what,
+                                                DataPointers data) {
+    if (n < 0)
+        fail(DDP_ERR_INVALID_ARGUMENT,
+             "the number of " + std::string(what) + " is " + std::to_string(n) + "; it must be >= 0");
+    if (n > 0 && tensors == nullptr)
+        fail(DDP_ERR_INVALID_ARGUMENT,
+             std::string(what) + " is NULL but its length is " + std::to_string(n));
+    std::span<const ddp_tensor> list(tensors, static_cast<size_t>(n));
+    for (size_t i = 0; i < list.size(); ++i) {
+        const ddp_tensor& tensor = list[i];
+        if (!is_valid_dtype(tensor.dtype))
+            fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, i) + ".dtype " +
+                                               dtype_name(tensor.dtype) + " is not a ddp_dtype");
+        if (tensor.count < 0)
+            fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, i) + ".count is " +
+                                               std::to_string(tensor.count) + "; it must be >= 0");
+        if (tensor.count > std::numeric_limits<int64_t>::max() / 8)
+            fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, i) + ".count " +
+                                               std::to_string(tensor.count) +
+                                               " is too large to address in bytes");
+        if (data == DataPointers::used && tensor.count > 0 && tensor.data == nullptr)
+            fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, i) + ".data is NULL but its count is " +
+                                               std::to_string(tensor.count));
+        if (tensor.flags != 0)
+            fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, i) + ".flags is " +
+                                               std::to_string(tensor.flags) +
+                                               "; it is reserved and must be 0 in this version");
+        check_device(tensor, what, i);
+    }
+    return list;
+}
+
+ddp_op checked_op(int op, std::span<const ddp_tensor> tensors) {
+    if (!is_valid_op(op))
+        fail(DDP_ERR_INVALID_ARGUMENT, "op " + std::to_string(op) + " is not a ddp_op");
+    if (op == DDP_OP_AVG) {
+        for (size_t i = 0; i < tensors.size(); ++i)
+            if (!is_floating(dtype_of(tensors[i])))
+                fail(DDP_ERR_INVALID_ARGUMENT, "op AVG needs floating tensors but tensors[" +
+                                                   std::to_string(i) + "] is " +
+                                                   dtype_name(tensors[i].dtype) +
+                                                   " (use SUM and divide, or convert)");
+    }
+    return static_cast<ddp_op>(op);
+}
+
+int32_t checked_root(int32_t root, int size) {
+    if (root < 0 || root >= size)
+        fail(DDP_ERR_INVALID_ARGUMENT, "root is " + std::to_string(root) +
+                                           "; it must be in [0, " + std::to_string(size) + ")");
+    return root;
+}
+
+namespace {
+
+struct Extent {
+    uintptr_t begin, end;
+    size_t index;
+};
+
+[[noreturn]] void overlap_error(const char* what, const Extent& a, const Extent& b) {
+    const size_t first = std::min(a.index, b.index), second = std::max(a.index, b.index);
+    fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, first) + " and " + tensor_name(what, second) +
+                                       " overlap in memory; a call that writes its tensors needs each byte in "
+                                       "one tensor only (pass a buffer once)");
+}
+
+}  // namespace
+
+void check_no_overlap(std::span<const ddp_tensor> tensors, const char* what) {
+    std::vector<Extent> extents;
+    extents.reserve(tensors.size());
+    bool ordered = true;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const ddp_tensor& tensor = tensors[i];
+        if (tensor.count == 0) continue;
+        const auto begin = reinterpret_cast<uintptr_t>(tensor.data);
+        const Extent extent{begin, begin + static_cast<uintptr_t>(tensor.count) * element_size(dtype_of(tensor)), i};
+        if (!extents.empty() && extent.begin < extents.back().end) ordered = false;
+        extents.push_back(extent);
+    }
+    if (ordered) return;
+    std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+    for (size_t i = 1; i < extents.size(); ++i)
+        if (extents[i].begin < extents[i - 1].end) overlap_error(what, extents[i - 1], extents[i]);
+}
+
+}  // namespace ddp

@@ -1,0 +1,87 @@
+// Argument checks for the C boundary. Each throws ddp::Error with
+// DDP_ERR_INVALID_ARGUMENT (or DDP_ERR_UNSUPPORTED for device buffers) and a
+// message naming the argument and the tensor index.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+
+#include "ddp/ddp.h"
+#include "util/error.hpp"
+
+namespace ddp {
+
+template <typename T>
+T& require_not_null(T* pointer, const char* name) {
+    if (pointer == nullptr) fail(DDP_ERR_INVALID_ARGUMENT, std::string(name) + " is NULL");
+    return *pointer;
+}
+
+/// Whether a list's data pointers matter (a reducer's registration uses
+/// only dtypes and counts).
+enum class DataPointers { used, ignored };
+
+/// A list of `n` tensors named `what` ("tensors", "leaves").
+std::span<const ddp_tensor> checked_tensor_list(const ddp_tensor* tensors, int64_t n, const char* what,
+                                                DataPointers data = DataPointers::used);
+
+/// A valid op; AVG only when every tensor is floating.
+ddp_op checked_op(int op, std::span<const ddp_tensor> tensors);
+
+int32_t checked_root(int32_t root, int size);
+
+/// Refuses a list in which two tensors share memory, for calls that write
+/// into the tensors (the same buffer twice would be reduced twice). O(n)
+/// when the tensors are in address order, as views of one buffer are;
+/// O(n log n) otherwise.
+void check_no_overlap(std::span<const ddp_tensor> tensors, const char* what);
+
+/// The size of an options struct's first released layout: the smallest
+/// struct_size a caller may pass. Fields after it are defaulted for callers
+/// compiled against an older header.
+template <typename Options>
+constexpr size_t first_layout_size();
+template <>
+constexpr size_t first_layout_size<ddp_init_options>() { return sizeof(ddp_init_options); }
+template <>
+constexpr size_t first_layout_size<ddp_collective_options>() {
+    // libddp 0.1's ddp_allreduce_options: struct_size and fusion_bytes.
+    return offsetof(ddp_collective_options, timeout_s);
+}
+template <>
+constexpr size_t first_layout_size<ddp_shard_options>() { return sizeof(ddp_shard_options); }
+
+template <typename Options>
+void check_struct_size(uint32_t struct_size, const std::string& what) {
+    if (struct_size < first_layout_size<Options>() || struct_size > sizeof(Options))
+        fail(DDP_ERR_INVALID_ARGUMENT,
+             what + " is " + std::to_string(struct_size) + " but this libddp accepts " +
+                 std::to_string(first_layout_size<Options>()) + " to " + std::to_string(sizeof(Options)) +
+                 " bytes (fill the struct with its _init function and sizeof; a larger size means "
+                 "the program was built against a newer ddp.h than this library)");
+}
+
+/// Writes the defaults into the first `struct_size` bytes of the caller's
+/// struct and never past them (libgit2's _init(opts, VERSION) contract).
+template <typename Options>
+void init_options(Options* opts, uint32_t struct_size, Options defaults, const char* name) {
+    require_not_null(opts, name);
+    check_struct_size<Options>(struct_size, "struct_size");
+    defaults.struct_size = struct_size;
+    std::memcpy(static_cast<void*>(opts), &defaults, struct_size);
+}
+
+/// An options struct read the libgit2 way: `defaults` first, then as many
+/// bytes of `*opts` as its struct_size says, so that older callers work.
+template <typename Options>
+Options read_options(const Options* opts, Options defaults, const char* name) {
+    if (opts == nullptr) return defaults;
+    check_struct_size<Options>(opts->struct_size, std::string(name) + "->struct_size");
+    std::memcpy(static_cast<void*>(&defaults), opts, opts->struct_size);
+    return defaults;
+}
+
+}  // namespace ddp

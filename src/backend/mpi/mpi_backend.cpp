@@ -1,0 +1,550 @@
+// The MPI backend: Open MPI (or any MPI-3 library) on host buffers.
+//
+// Every operation is non-blocking (MPI_Iallreduce, MPI_Ibcast, ...) so that
+// the control plane can hold it to a deadline: a blocking MPI call waits for
+// ever on a peer that died. Data travels on one duplicate of the caller's
+// communicator; control messages (status questions, abort notices, the
+// finalize barrier) on a second, so that they never meet.
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <list>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "backend/backend.hpp"
+#include "device/cpu/elementwise.hpp"
+#include "util/dtype.hpp"
+#include "util/error.hpp"
+
+namespace ddp {
+
+namespace {
+
+void check(int code, const char* call) {
+    if (code == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    MPI_Error_string(code, text, &length);
+    fail(DDP_ERR_BACKEND, std::string(call) + " failed: " + std::string(text, length));
+}
+
+// MPI has no 16-bit float types, and its MIN/MAX on floats return whichever
+// operand the comparison picks when one is NaN. Those reductions use
+// user-defined operations over libddp's own element-wise code.
+template <ddp_dtype Dtype, ddp_op Op>
+void user_reduction(void* in, void* inout, int* length, MPI_Datatype*) {
+    reduce_into(inout, in, *length, Dtype, Op);
+}
+
+class UserOps {
+public:
+    UserOps() {
+        create<DDP_DTYPE_F16>(f16_);
+        create<DDP_DTYPE_BF16>(bf16_);
+        create<DDP_DTYPE_F32>(f32_);
+        create<DDP_DTYPE_F64>(f64_);
+    }
+    ~UserOps() {
+        for (auto* table : {&f16_, &bf16_, &f32_, &f64_})
+            for (MPI_Op& op : *table) MPI_Op_free(&op);
+    }
+    UserOps(const UserOps&) = delete;
+    UserOps& operator=(const UserOps&) = delete;
+
+    /// The operation for (dtype, op), or MPI_OP_NULL when a built-in one is right.
+    MPI_Op get(ddp_dtype dtype, ddp_op op) const {
+        switch (dtype) {
+        case DDP_DTYPE_F16: return f16_[slot(op)];
+        case DDP_DTYPE_BF16: return bf16_[slot(op)];
+        case DDP_DTYPE_F32: return op == DDP_OP_MIN || op == DDP_OP_MAX ? f32_[slot(op)] : MPI_OP_NULL;
+        case DDP_DTYPE_F64: return op == DDP_OP_MIN || op == DDP_OP_MAX ? f64_[slot(op)] : MPI_OP_NULL;
+        default: return MPI_OP_NULL;
+        }
+    }
+
+private:
+    using Table = std::array<MPI_Op, 4>;
+    static size_t slot(ddp_op op) {
+        switch (op) {
+        case DDP_OP_SUM: return 0;
+        case DDP_OP_PROD: return 1;
+        case DDP_OP_MIN: return 2;
+        default: return 3;  // MAX; AVG never reaches a backend
+        }
+    }
+    template <ddp_dtype Dtype>
+    static void create(Table& table) {
+        check(MPI_Op_create(&user_reduction<Dtype, DDP_OP_SUM>, 1, &table[0]), "MPI_Op_create");
+        check(MPI_Op_create(&user_reduction<Dtype, DDP_OP_PROD>, 1, &table[1]), "MPI_Op_create");
+        check(MPI_Op_create(&user_reduction<Dtype, DDP_OP_MIN>, 1, &table[2]), "MPI_Op_create");
+        check(MPI_Op_create(&user_reduction<Dtype, DDP_OP_MAX>, 1, &table[3]), "MPI_Op_create");
+    }
+    Table f16_{}, bf16_{}, f32_{}, f64_{};
+};
+
+// Open MPI's default choice of non-blocking allreduce algorithm (libnbc)
+// is 2-3x slower than its blocking one on large buffers; the Rabenseifner
+// algorithm (3) matches or beats it (README, Design decisions). The setting
+// is process-wide, so it is made only where nobody chose: the environment
+// does not name it and its value is still 0 ("libnbc decides"). Other MPI
+// libraries have no such variable, and nothing happens.
+void choose_nonblocking_allreduce_algorithm() {
+    constexpr const char* variable = "coll_libnbc_iallreduce_algorithm";
+    constexpr int rabenseifner = 3;
+    if (std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm") != nullptr) return;
+    int provided = 0;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return;
+    int index = 0, count = 0, current = -1;
+    MPI_T_cvar_handle handle;
+    if (MPI_T_cvar_get_index(variable, &index) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+        if (count == 1 && MPI_T_cvar_read(handle, &current) == MPI_SUCCESS && current == 0)
+            MPI_T_cvar_write(handle, &rabenseifner);
+        MPI_T_cvar_handle_free(&handle);
+    }
+    MPI_T_finalize();
+}
+
+MPI_Datatype mpi_type(ddp_dtype dtype) {
+    switch (dtype) {
+    case DDP_DTYPE_I8: return MPI_INT8_T;
+    case DDP_DTYPE_I32: return MPI_INT32_T;
+    case DDP_DTYPE_I64: return MPI_INT64_T;
+    case DDP_DTYPE_U8: return MPI_UINT8_T;
+    case DDP_DTYPE_F32: return MPI_FLOAT;
+    case DDP_DTYPE_F64: return MPI_DOUBLE;
+    default: return MPI_UINT16_T;  // f16, bf16
+    }
+}
+
+MPI_Op mpi_builtin_op(ddp_op op) {
+    switch (op) {
+    case DDP_OP_SUM: return MPI_SUM;
+    case DDP_OP_PROD: return MPI_PROD;
+    case DDP_OP_MIN: return MPI_MIN;
+    default: return MPI_MAX;
+    }
+}
+
+// MPI counts are int: longer buffers go in pieces of at most this many elements.
+constexpr int64_t max_chunk = INT_MAX / 2;
+
+/// MPI requests that finish together (the chunks of one buffer).
+class Requests final : public Pending {
+public:
+    bool test() override {
+        int done = 0;
+        check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE),
+              "MPI_Testall");
+        return done != 0;
+    }
+    MPI_Request* add() { return &requests_.emplace_back(MPI_REQUEST_NULL); }
+
+private:
+    std::vector<MPI_Request> requests_;
+};
+
+template <typename Start>
+std::unique_ptr<Pending> in_chunks(void* data, int64_t count, size_t element_bytes, Start start) {
+    auto requests = std::make_unique<Requests>();
+    auto* bytes = static_cast<char*>(data);
+    for (int64_t done = 0; done < count;) {
+        const int64_t piece = std::min(count - done, max_chunk);
+        start(bytes + done * static_cast<int64_t>(element_bytes), static_cast<int>(piece), requests->add());
+        done += piece;
+    }
+    return requests;
+}
+
+/// A MAX-allreduce of 64-bit words on a private copy, written back on success.
+class MaxWords final : public Pending {
+public:
+    MaxWords(std::span<uint64_t> target, MPI_Comm comm) : target_(target), words_(target.begin(), target.end()) {
+        check(MPI_Iallreduce(MPI_IN_PLACE, words_.data(), static_cast<int>(words_.size()), MPI_UINT64_T, MPI_MAX,
+                             comm, &request_),
+              "MPI_Iallreduce");
+    }
+    bool test() override {
+        int done = 0;
+        check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (done) std::copy(words_.begin(), words_.end(), target_.begin());
+        return done != 0;
+    }
+
+private:
+    std::span<uint64_t> target_;
+    std::vector<uint64_t> words_;
+    MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
+/// Every rank's words: first the lengths, then the words themselves.
+class GatherWords final : public Pending {
+public:
+    GatherWords(std::span<const uint64_t> words, std::vector<std::vector<uint64_t>>& by_rank, MPI_Comm comm, int size)
+        : by_rank_(by_rank), comm_(comm), mine_(words.begin(), words.end()), counts_(static_cast<size_t>(size)) {
+        my_count_ = static_cast<int>(mine_.size());
+        check(MPI_Iallgather(&my_count_, 1, MPI_INT, counts_.data(), 1, MPI_INT, comm_, &request_),
+              "MPI_Iallgather");
+    }
+    bool test() override {
+        int done = 0;
+        check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (!done) return false;
+        if (!gathering_words_) {
+            offsets_.resize(counts_.size());
+            int total = 0;
+            for (size_t r = 0; r < counts_.size(); ++r) {
+                offsets_[r] = total;
+                total += counts_[r];
+            }
+            all_.resize(static_cast<size_t>(total));
+            check(MPI_Iallgatherv(mine_.data(), my_count_, MPI_UINT64_T, all_.data(), counts_.data(), offsets_.data(),
+                                  MPI_UINT64_T, comm_, &request_),
+                  "MPI_Iallgatherv");
+            gathering_words_ = true;
+            return false;
+        }
+        by_rank_.assign(counts_.size(), {});
+        for (size_t r = 0; r < counts_.size(); ++r)
+            by_rank_[r].assign(all_.begin() + offsets_[r], all_.begin() + offsets_[r] + counts_[r]);
+        return true;
+    }
+
+private:
+    std::vector<std::vector<uint64_t>>& by_rank_;
+    MPI_Comm comm_;
+    std::vector<uint64_t> mine_;
+    int my_count_ = 0;
+    std::vector<int> counts_, offsets_;
+    std::vector<uint64_t> all_;
+    bool gathering_words_ = false;
+    MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
+// Tags on the control communicator.
+enum ControlTag : int { query_tag = 1, reply_tag = 2, abort_tag = 3 };
+
+class MpiBackend final : public Backend {
+public:
+    explicit MpiBackend(int64_t mpi_comm_fortran) {
+        int initialized = 0, finalized = 0;
+        MPI_Initialized(&initialized);
+        MPI_Finalized(&finalized);
+        if (finalized)
+            fail(DDP_ERR_ALREADY_INITIALIZED, "MPI was already finalized in this process and cannot start again");
+        if (mpi_comm_fortran != DDP_NO_MPI_COMM && !initialized)
+            fail(DDP_ERR_INVALID_ARGUMENT, "mpi_comm_fortran names a communicator but MPI is not initialized");
+        if (initialized) {
+            check(MPI_Query_thread(&thread_level_), "MPI_Query_thread");
+        } else {
+            check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &thread_level_), "MPI_Init_thread");
+            owns_mpi_ = true;
+        }
+        choose_nonblocking_allreduce_algorithm();
+        MPI_Comm base = MPI_COMM_WORLD;
+        if (mpi_comm_fortran != DDP_NO_MPI_COMM) {
+            base = MPI_Comm_f2c(static_cast<MPI_Fint>(mpi_comm_fortran));
+            if (base == MPI_COMM_NULL || base == nullptr)
+                fail(DDP_ERR_INVALID_ARGUMENT, "mpi_comm_fortran " + std::to_string(mpi_comm_fortran) +
+                                                   " is not a valid MPI communicator handle");
+        }
+        // Private duplicates keep libddp's traffic apart from the caller's.
+        check(MPI_Comm_dup(base, &comm_), "MPI_Comm_dup");
+        check(MPI_Comm_dup(base, &control_), "MPI_Comm_dup");
+        for (MPI_Comm comm : {comm_, control_})
+            check(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+        check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+        check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+        MPI_Comm node;
+        check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+        MPI_Comm_rank(node, &local_rank_);
+        MPI_Comm_size(node, &local_size_);
+        MPI_Comm_free(&node);
+        user_ops_ = std::make_unique<UserOps>();
+        post_control_receives();
+    }
+
+    ~MpiBackend() override {
+        try {
+            finalize(false);
+        } catch (const Error&) {
+            // Destructors must not throw; finalize() reports errors when called directly.
+        }
+    }
+
+    const char* name() const override { return "mpi"; }
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    int local_rank() const override { return local_rank_; }
+    int local_size() const override { return local_size_; }
+    bool allows_background_thread() const override { return thread_level_ >= MPI_THREAD_SERIALIZED; }
+    bool allows_concurrent_calls() const override { return thread_level_ >= MPI_THREAD_MULTIPLE; }
+
+    std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) override {
+        MPI_Datatype type = mpi_type(dtype);
+        MPI_Op mpi_op = op_for(dtype, op);
+        return in_chunks(data, count, element_size(dtype), [&](void* piece, int n, MPI_Request* request) {
+            check(MPI_Iallreduce(MPI_IN_PLACE, piece, n, type, mpi_op, comm_, request), "MPI_Iallreduce");
+        });
+    }
+
+    std::unique_ptr<Pending> start_reduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op, int root) override {
+        MPI_Datatype type = mpi_type(dtype);
+        MPI_Op mpi_op = op_for(dtype, op);
+        return in_chunks(data, count, element_size(dtype), [&](void* piece, int n, MPI_Request* request) {
+            if (rank_ == root)
+                check(MPI_Ireduce(MPI_IN_PLACE, piece, n, type, mpi_op, root, comm_, request), "MPI_Ireduce");
+            else
+                check(MPI_Ireduce(piece, nullptr, n, type, mpi_op, root, comm_, request), "MPI_Ireduce");
+        });
+    }
+
+    std::unique_ptr<Pending> start_broadcast(void* data, int64_t bytes, int root) override {
+        return in_chunks(data, bytes, 1, [&](void* piece, int n, MPI_Request* request) {
+            check(MPI_Ibcast(piece, n, MPI_BYTE, root, comm_, request), "MPI_Ibcast");
+        });
+    }
+
+    std::unique_ptr<Pending> start_max_u64(std::span<uint64_t> values) override {
+        return std::make_unique<MaxWords>(values, comm_);
+    }
+
+    std::unique_ptr<Pending> start_allgather_u64(std::span<const uint64_t> words,
+                                                 std::vector<std::vector<uint64_t>>& by_rank) override {
+        return std::make_unique<GatherWords>(words, by_rank, comm_, size_);
+    }
+
+    void abandon(std::unique_ptr<Pending> pending) override {
+        std::lock_guard lock(control_mutex_);
+        abandoned_.push_back(std::move(pending));
+    }
+
+    void start_control(const std::function<PeerStatus()>& status) override {
+        status_ = status;
+        // Without MPI_THREAD_MULTIPLE only the waiting loops answer peers.
+        if (!allows_concurrent_calls()) return;
+        responder_ = std::thread([this] {
+            std::unique_lock lock(responder_mutex_);
+            while (!stop_responder_) {
+                lock.unlock();
+                try {
+                    poll_control();
+                } catch (const Error&) {
+                    return;  // MPI failed under us: waiting loops report it
+                }
+                lock.lock();
+                responder_wake_.wait_for(lock, std::chrono::milliseconds(10));
+            }
+        });
+    }
+
+    void poll_control() override {
+        std::lock_guard lock(control_mutex_);
+        if (control_ == MPI_COMM_NULL) return;
+        int done = 0;
+        MPI_Status status;
+        check(MPI_Test(&query_receive_, &done, &status), "MPI_Test");
+        if (done) {
+            const PeerStatus mine = status_ ? status_() : PeerStatus{};
+            // The asker's nonce comes back so it can tell this answer from a late one.
+            auto& reply = replies_.emplace_back();
+            reply.words = {query_word_, mine.sequence, mine.kind, mine.in_call ? 1u : 0u};
+            check(MPI_Isend(reply.words.data(), 4, MPI_UINT64_T, status.MPI_SOURCE, reply_tag, control_,
+                            &reply.request),
+                  "MPI_Isend");
+            check(MPI_Irecv(&query_word_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, query_tag, control_, &query_receive_),
+                  "MPI_Irecv");
+        }
+        check(MPI_Test(&abort_receive_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (done) {
+            if (!notice_) {
+                notice_ = AbortNotice{static_cast<int>(abort_words_[0]), abort_words_[1], abort_words_[2]};
+                has_notice_.store(true, std::memory_order_release);
+            }
+            check(MPI_Irecv(abort_words_.data(), 3, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_,
+                            &abort_receive_),
+                  "MPI_Irecv");
+        }
+        std::erase_if(replies_, [](Message& reply) {
+            int sent = 0;
+            MPI_Test(&reply.request, &sent, MPI_STATUS_IGNORE);
+            return sent != 0;
+        });
+    }
+
+    std::optional<AbortNotice> abort_notice() override {
+        if (!has_notice_.load(std::memory_order_acquire)) return std::nullopt;  // the hot path: no lock
+        std::lock_guard lock(control_mutex_);
+        return notice_;
+    }
+
+    void send_abort(const AbortNotice& notice) override {
+        std::lock_guard lock(control_mutex_);
+        for (int peer = 0; peer < size_; ++peer) {
+            if (peer == rank_) continue;
+            auto& message = aborts_sent_.emplace_back();
+            message.words = {static_cast<uint64_t>(notice.from_rank), notice.sequence, notice.kind, 0};
+            // A peer that died makes this fail or never finish; neither matters.
+            MPI_Isend(message.words.data(), 3, MPI_UINT64_T, peer, abort_tag, control_, &message.request);
+        }
+    }
+
+    std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline) override {
+        std::vector<std::optional<PeerStatus>> answers(static_cast<size_t>(size_));
+        // Lists: MPI holds pointers into each message until it finishes.
+        std::list<Message> questions, receipts;
+        {
+            std::lock_guard lock(control_mutex_);
+            ++nonce_;
+            for (int peer = 0; peer < size_; ++peer) {
+                if (peer == rank_) continue;
+                auto& question = questions.emplace_back();
+                question.words[0] = nonce_;
+                question.peer = peer;
+                check(MPI_Isend(question.words.data(), 1, MPI_UINT64_T, peer, query_tag, control_, &question.request),
+                      "MPI_Isend");
+                auto& receipt = receipts.emplace_back();
+                receipt.peer = peer;
+                check(MPI_Irecv(receipt.words.data(), 4, MPI_UINT64_T, peer, reply_tag, control_, &receipt.request),
+                      "MPI_Irecv");
+            }
+        }
+        size_t missing = receipts.size();
+        while (missing > 0 && Clock::now() < deadline) {
+            poll_control();  // peers asking at the same time get their answer too
+            std::lock_guard lock(control_mutex_);
+            for (auto& receipt : receipts) {
+                if (receipt.request == MPI_REQUEST_NULL) continue;
+                int done = 0;
+                check(MPI_Test(&receipt.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+                if (!done) continue;
+                if (receipt.words[0] != nonce_) {  // a late answer to an earlier question
+                    check(MPI_Irecv(receipt.words.data(), 4, MPI_UINT64_T, receipt.peer, reply_tag, control_,
+                                    &receipt.request),
+                          "MPI_Irecv");
+                    continue;
+                }
+                answers[static_cast<size_t>(receipt.peer)] =
+                    PeerStatus{receipt.words[1], receipt.words[2], receipt.words[3] != 0};
+                --missing;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        std::lock_guard lock(control_mutex_);
+        for (auto& receipt : receipts) {
+            if (receipt.request == MPI_REQUEST_NULL) continue;
+            MPI_Cancel(&receipt.request);
+            MPI_Request_free(&receipt.request);
+        }
+        replies_.splice(replies_.end(), questions);  // sends still in flight finish in later polls
+        return answers;
+    }
+
+    bool answers_in_background() const override { return responder_.joinable(); }
+
+    std::unique_ptr<Pending> start_finalize_barrier() override {
+        std::lock_guard lock(control_mutex_);
+        auto barrier = std::make_unique<Requests>();
+        check(MPI_Ibarrier(control_, barrier->add()), "MPI_Ibarrier");
+        return barrier;
+    }
+
+    void finalize(bool peers_present) override {
+        stop_responder();
+        std::lock_guard lock(control_mutex_);
+        if (comm_ == MPI_COMM_NULL) return;
+        if (!peers_present) {
+            // A peer is gone or stuck: anything collective could wait for
+            // ever, so MPI is left as it is and the process may exit.
+            comm_ = control_ = MPI_COMM_NULL;
+            return;
+        }
+        for (MPI_Request* receive : {&query_receive_, &abort_receive_}) {
+            MPI_Cancel(receive);
+            MPI_Wait(receive, MPI_STATUS_IGNORE);
+        }
+        for (auto* messages : {&replies_, &aborts_sent_})
+            for (Message& message : *messages)
+                if (message.request != MPI_REQUEST_NULL) MPI_Request_free(&message.request);
+        user_ops_.reset();
+        // A communicator with an operation a timeout abandoned is not freed:
+        // freeing it could wait for that operation.
+        if (abandoned_.empty()) check(MPI_Comm_free(&comm_), "MPI_Comm_free");
+        check(MPI_Comm_free(&control_), "MPI_Comm_free");
+        comm_ = control_ = MPI_COMM_NULL;
+        if (owns_mpi_) check(MPI_Finalize(), "MPI_Finalize");
+    }
+
+private:
+    struct Message {
+        std::array<uint64_t, 4> words{};
+        MPI_Request request = MPI_REQUEST_NULL;
+        int peer = -1;
+    };
+
+    MPI_Op op_for(ddp_dtype dtype, ddp_op op) const {
+        const MPI_Op user = user_ops_->get(dtype, op);
+        return user != MPI_OP_NULL ? user : mpi_builtin_op(op);
+    }
+
+    void post_control_receives() {
+        check(MPI_Irecv(&query_word_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, query_tag, control_, &query_receive_),
+              "MPI_Irecv");
+        check(MPI_Irecv(abort_words_.data(), 3, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_, &abort_receive_),
+              "MPI_Irecv");
+    }
+
+    void stop_responder() {
+        {
+            std::lock_guard lock(responder_mutex_);
+            stop_responder_ = true;
+        }
+        responder_wake_.notify_all();
+        if (responder_.joinable()) responder_.join();
+    }
+
+    MPI_Comm comm_ = MPI_COMM_NULL;
+    MPI_Comm control_ = MPI_COMM_NULL;
+    std::unique_ptr<UserOps> user_ops_;
+    int thread_level_ = MPI_THREAD_SINGLE;
+    bool owns_mpi_ = false;
+    int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+
+    // Control plane state, guarded by control_mutex_ (the responder thread
+    // and the waiting loops both receive).
+    std::mutex control_mutex_;
+    std::function<PeerStatus()> status_;
+    uint64_t query_word_ = 0;
+    std::array<uint64_t, 3> abort_words_{};
+    MPI_Request query_receive_ = MPI_REQUEST_NULL, abort_receive_ = MPI_REQUEST_NULL;
+    std::list<Message> replies_, aborts_sent_;  // lists: MPI holds pointers into them
+    std::optional<AbortNotice> notice_;
+    std::atomic<bool> has_notice_{false};
+    uint64_t nonce_ = 0;
+    std::vector<std::unique_ptr<Pending>> abandoned_;
+
+    std::mutex responder_mutex_;
+    std::condition_variable responder_wake_;
+    bool stop_responder_ = false;
+    std::thread responder_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_mpi_backend(int64_t mpi_comm_fortran) {
+    return std::make_unique<MpiBackend>(mpi_comm_fortran);
+}
+
+bool mpi_launch_detected() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    return initialized || launched_by_mpi_launcher();
+}
+
+}  // namespace ddp

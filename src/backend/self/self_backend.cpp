@@ -1,0 +1,46 @@
+// The one-process backend: rank 0 of 1, where every collective's result is
+// the input itself and there is no peer to wait for.
+#include "backend/backend.hpp"
+
+namespace ddp {
+
+namespace {
+
+class SelfBackend final : public Backend {
+public:
+    const char* name() const override { return "self"; }
+    int rank() const override { return 0; }
+    int size() const override { return 1; }
+    int local_rank() const override { return 0; }
+    int local_size() const override { return 1; }
+    bool allows_background_thread() const override { return true; }
+    bool allows_concurrent_calls() const override { return true; }
+
+    std::unique_ptr<Pending> start_allreduce(void*, int64_t, ddp_dtype, ddp_op) override { return nullptr; }
+    std::unique_ptr<Pending> start_reduce(void*, int64_t, ddp_dtype, ddp_op, int) override { return nullptr; }
+    std::unique_ptr<Pending> start_broadcast(void*, int64_t, int) override { return nullptr; }
+
+    std::unique_ptr<Pending> start_max_u64(std::span<uint64_t>) override { return nullptr; }
+    std::unique_ptr<Pending> start_allgather_u64(std::span<const uint64_t> words,
+                                                 std::vector<std::vector<uint64_t>>& by_rank) override {
+        by_rank = {std::vector<uint64_t>(words.begin(), words.end())};
+        return nullptr;
+    }
+    void abandon(std::unique_ptr<Pending>) override {}
+
+    void start_control(const std::function<PeerStatus()>&) override {}
+    void poll_control() override {}
+    std::optional<AbortNotice> abort_notice() override { return std::nullopt; }
+    void send_abort(const AbortNotice&) override {}
+    std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point) override { return {std::nullopt}; }
+
+    bool answers_in_background() const override { return true; }
+    std::unique_ptr<Pending> start_finalize_barrier() override { return nullptr; }
+    void finalize(bool) override {}
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_self_backend() { return std::make_unique<SelfBackend>(); }
+
+}  // namespace ddp

@@ -1,0 +1,123 @@
+#include "control/agreement.hpp"
+
+#include <algorithm>
+
+#include "util/dtype.hpp"
+#include "util/error.hpp"
+#include "util/hash.hpp"
+
+namespace ddp {
+
+namespace {
+
+// Description layout: header words, then (dtype | device type << 32, count) per tensor.
+enum Word : size_t { kind_word, valid_word, op_word, root_word, fusion_word, scalars_word, count_word, header_words };
+
+std::string tensor_text(std::span<const uint64_t> words, size_t index) {
+    const uint64_t type = words[header_words + 2 * index];
+    return dtype_name(static_cast<int>(type & 0xffffffffu)) + "[" +
+           std::to_string(words[header_words + 2 * index + 1]) + "] on " +
+           device_type_name(static_cast<int>(type >> 32));
+}
+
+// One sentence naming ranks a and b and what differs first between them.
+std::string explain(std::span<const uint64_t> a, int rank_a, std::span<const uint64_t> b, int rank_b) {
+    const std::string ra = "rank " + std::to_string(rank_a), rb = "rank " + std::to_string(rank_b);
+    if (a[kind_word] != b[kind_word])
+        return ra + " called " + kind_name(a[kind_word]) + " but " + rb + " called " + kind_name(b[kind_word]);
+    const std::string what = kind_name(a[kind_word]);
+    if (!a[valid_word] || !b[valid_word]) {
+        const bool a_is_bad = !a[valid_word];
+        return (a_is_bad ? ra : rb) + " passed invalid arguments to " + what +
+               " (it returned DDP_ERR_INVALID_ARGUMENT with the details), unlike " + (a_is_bad ? rb : ra);
+    }
+    const std::string prefix = what + " mismatch: ";
+    if (a[op_word] != b[op_word])
+        return prefix + ra + " passed op " + op_name(static_cast<int>(a[op_word])) + " but " + rb + " passed op " +
+               op_name(static_cast<int>(b[op_word]));
+    if (a[root_word] != b[root_word])
+        return prefix + ra + " passed root " + std::to_string(a[root_word]) + " but " + rb + " passed root " +
+               std::to_string(b[root_word]);
+    if (a[fusion_word] != b[fusion_word])
+        return prefix + ra + " uses fusion_bytes " + std::to_string(static_cast<int64_t>(a[fusion_word])) + " but " +
+               rb + " uses " + std::to_string(static_cast<int64_t>(b[fusion_word])) +
+               " (set DDP_FUSION_BYTES and the options alike on every rank)";
+    if (a[scalars_word] != b[scalars_word])
+        return prefix + ra + " passed " + std::to_string(a[scalars_word]) + " scalars but " + rb + " passed " +
+               std::to_string(b[scalars_word]);
+    const std::string item =
+        a[kind_word] == static_cast<uint64_t>(CollectiveKind::sync_optimizer_state) ? "leaf" : "tensor";
+    const size_t common = std::min(a[count_word], b[count_word]);
+    for (size_t i = 0; i < common; ++i) {
+        if (a[header_words + 2 * i] != b[header_words + 2 * i] ||
+            a[header_words + 2 * i + 1] != b[header_words + 2 * i + 1])
+            return prefix + item + " " + std::to_string(i) + " is " + tensor_text(a, i) + " on " + ra + " but " +
+                   tensor_text(b, i) + " on " + rb;
+    }
+    return prefix + ra + " passed " + std::to_string(a[count_word]) + " " + item + "s but " + rb + " passed " +
+           std::to_string(b[count_word]) + " (" + item + " " + std::to_string(common) +
+           " is the first present on one rank only)";
+}
+
+// Whether every rank's hash equals this rank's.
+bool hashes_agree(Backend& backend, ControlPlane& control, CallContext& context, uint64_t hash) {
+    uint64_t extremes[2] = {hash, ~hash};  // max(hash) and ~min(hash) in one reduction
+    control.wait(context, backend.start_max_u64(extremes), WaitStyle::for_peers);
+    return extremes[0] == ~extremes[1];
+}
+
+// Exchanges the words and returns the mismatch, naming rank 0 and the
+// first rank that differs from it.
+Error mismatch(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
+               const ExplainDifference& explain_difference) {
+    std::vector<std::vector<uint64_t>> all;
+    control.wait(context, backend.start_allgather_u64(words, all), WaitStyle::for_peers);
+    for (size_t r = 1; r < all.size(); ++r)
+        if (all[r] != all[0])
+            return Error(DDP_ERR_MISMATCH, explain_difference(all[0], 0, all[r], static_cast<int>(r)));
+    return Error(DDP_ERR_INTERNAL, "ranks' hashes differed but their descriptions are equal");
+}
+
+}  // namespace
+
+std::vector<uint64_t> encode(const CallDescription& call) {
+    std::vector<uint64_t> words(header_words + 2 * call.tensors.size());
+    words[kind_word] = static_cast<uint64_t>(call.kind);
+    words[valid_word] = 1;
+    words[op_word] = static_cast<uint64_t>(call.op);
+    words[root_word] = static_cast<uint64_t>(call.root);
+    words[fusion_word] = static_cast<uint64_t>(call.fusion_bytes);
+    words[scalars_word] = static_cast<uint64_t>(call.n_scalars);
+    words[count_word] = call.tensors.size();
+    for (size_t i = 0; i < call.tensors.size(); ++i) {
+        const ddp_tensor& tensor = call.tensors[i];
+        words[header_words + 2 * i] = static_cast<uint64_t>(static_cast<uint32_t>(tensor.dtype)) |
+                                      static_cast<uint64_t>(static_cast<uint32_t>(tensor.device_type)) << 32;
+        words[header_words + 2 * i + 1] = static_cast<uint64_t>(tensor.count);
+    }
+    return words;
+}
+
+void agree(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words) {
+    agree_on_words(backend, control, context, words, explain);
+}
+
+void agree_on_words(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
+                    const ExplainDifference& explain_difference) {
+    if (!hashes_agree(backend, control, context, hash_words(words)))
+        throw mismatch(backend, control, context, words, explain_difference);
+}
+
+void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext& context) {
+    std::vector<uint64_t> words(header_words, 0);
+    words[kind_word] = static_cast<uint64_t>(context.kind);
+    words[valid_word] = 0;
+    try {
+        if (!hashes_agree(backend, control, context, hash_words(words)))
+            mismatch(backend, control, context, words, explain);
+    } catch (const Error&) {
+        // This rank reports its own validation error, not the mismatch or a timeout.
+    }
+}
+
+}  // namespace ddp

@@ -1,0 +1,54 @@
+// Before a collective moves data, the ranks agree that they are making the
+// same call: same kind, op, root, fusion size and tensor list (each
+// tensor's dtype, count and device type). Each rank hashes its call's
+// description; one 16-byte MAX-allreduce of (hash, ~hash) tells every rank
+// whether all hashes were equal. Only when they were not do the ranks
+// exchange the descriptions, to name the ranks and the first differing
+// tensor in the same message on every rank.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <span>
+#include <vector>
+
+#include "control/collective_kind.hpp"
+#include "control/control_plane.hpp"
+#include "ddp/ddp.h"
+
+namespace ddp {
+
+/// What a rank passed to a collective; every field takes part in agreement.
+struct CallDescription {
+    CollectiveKind kind;
+    ddp_op op = DDP_OP_SUM;
+    int32_t root = 0;
+    int64_t fusion_bytes = 0;
+    int64_t n_scalars = 0;
+    std::span<const ddp_tensor> tensors;
+};
+
+/// The description as words: equal words mean an equal call.
+std::vector<uint64_t> encode(const CallDescription& call);
+
+/// Agrees on the encoded call `words` (from encode). Throws
+/// DDP_ERR_MISMATCH when ranks differ, DDP_ERR_TIMEOUT past the deadline.
+void agree(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words);
+
+/// One sentence saying how rank a's words differ from rank b's.
+using ExplainDifference =
+    std::function<std::string(std::span<const uint64_t> a, int rank_a, std::span<const uint64_t> b, int rank_b)>;
+
+/// Agrees on any words the same way; on a difference every rank throws
+/// DDP_ERR_MISMATCH with `explain` applied to rank 0 and the first rank
+/// that differs from it.
+void agree_on_words(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
+                    const ExplainDifference& explain);
+
+/// Takes part in agreement for a call whose arguments failed validation on
+/// this rank, so that the peers return DDP_ERR_MISMATCH instead of waiting.
+/// Errors of that step are dropped: the caller reports its own.
+void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext& context);
+
+}  // namespace ddp

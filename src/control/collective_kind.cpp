@@ -1,0 +1,19 @@
+#include "control/collective_kind.hpp"
+
+namespace ddp {
+
+const char* kind_name(uint64_t kind) {
+    switch (static_cast<CollectiveKind>(kind)) {
+    case CollectiveKind::allreduce: return "allreduce";
+    case CollectiveKind::broadcast: return "broadcast";
+    case CollectiveKind::reduce: return "reduce";
+    case CollectiveKind::sync_optimizer_state: return "sync_optimizer_state";
+    case CollectiveKind::check_replicas: return "check_replicas";
+    case CollectiveKind::barrier: return "barrier";
+    case CollectiveKind::reducer_create: return "reducer_create";
+    case CollectiveKind::reducer_step: return "reducer step";
+    }
+    return "an unknown collective";
+}
+
+}  // namespace ddp

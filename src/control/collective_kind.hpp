@@ -1,0 +1,23 @@
+// The collectives libddp runs, numbered for agreement and for the status
+// peers exchange when a collective stalls.
+#pragma once
+
+#include <cstdint>
+
+namespace ddp {
+
+enum class CollectiveKind : uint64_t {
+    allreduce = 1,
+    broadcast = 2,
+    reduce = 3,
+    sync_optimizer_state = 4,
+    check_replicas = 5,
+    barrier = 6,
+    reducer_create = 7,  ///< ddp_reducer_create
+    reducer_step = 8,    ///< one step of a reducer, from its first mark to its wait
+};
+
+/// "allreduce", ...; "an unknown collective" for other values.
+const char* kind_name(uint64_t kind);
+
+}  // namespace ddp

@@ -1,0 +1,173 @@
+#include "control/control_plane.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "util/error.hpp"
+#include "util/log.hpp"
+
+namespace ddp {
+
+namespace {
+
+using std::chrono::duration;
+using std::chrono::duration_cast;
+
+// Peers usually arrive within microseconds: spin this long before pacing.
+constexpr auto hot_spin = std::chrono::microseconds(200);
+// How often a wait looks for abort notices and the stall threshold.
+constexpr auto control_interval = std::chrono::milliseconds(1);
+// The longest a timeout or stall report waits for peers to say what they do.
+constexpr double answer_wait_s = 1.0;
+// How long the async worker sleeps between tests of a transfer in flight.
+constexpr auto background_pause = std::chrono::microseconds(20);
+
+std::string call_name(uint64_t kind, uint64_t sequence) {
+    return std::string(kind_name(kind)) + " #" + std::to_string(sequence);
+}
+
+std::string seconds_text(double seconds) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3g s", seconds);
+    return text;
+}
+
+}  // namespace
+
+Clock::time_point deadline_after(double seconds) {
+    const auto now = Clock::now();
+    const double room = duration<double>(Clock::time_point::max() - now).count();
+    if (!(seconds < room)) return Clock::time_point::max();
+    return now + duration_cast<Clock::duration>(duration<double>(seconds));
+}
+
+ControlPlane::ControlPlane(Backend& backend, double timeout_s, double stall_warning_s)
+    : backend_(backend), timeout_s_(timeout_s), stall_warning_s_(stall_warning_s) {}
+
+CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s) {
+    require_usable();
+    const uint64_t sequence = sequence_.fetch_add(1, std::memory_order_relaxed) + 1;
+    kind_.store(static_cast<uint64_t>(kind), std::memory_order_relaxed);
+    in_call_.store(true, std::memory_order_release);
+    const double timeout = call_timeout_s > 0 ? call_timeout_s : timeout_s_;
+    return CallContext{kind, sequence, Clock::now(), deadline_after(timeout),
+                       deadline_after(stall_warning_s_), false};
+}
+
+void ControlPlane::end() { in_call_.store(false, std::memory_order_release); }
+
+PeerStatus ControlPlane::status() const {
+    return PeerStatus{sequence_.load(std::memory_order_relaxed), kind_.load(std::memory_order_relaxed),
+                      in_call_.load(std::memory_order_acquire)};
+}
+
+void ControlPlane::require_usable() {
+    if (!backend_.answers_in_background()) backend_.poll_control();
+    if (!broken()) {
+        if (auto notice = backend_.abort_notice()) peer_gave_up(*notice, nullptr);
+        return;
+    }
+    std::lock_guard lock(broken_mutex_);
+    fail(DDP_ERR_TIMEOUT, broken_message_);
+}
+
+void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, WaitStyle style) {
+    if (!pending) return;
+    const auto start = Clock::now();
+    auto next_control = start + control_interval;
+    for (;;) {
+        if (pending->test()) return;
+        const auto now = Clock::now();
+        if (now >= next_control) {
+            backend_.poll_control();
+            if (auto notice = backend_.abort_notice()) peer_gave_up(*notice, std::move(pending));
+            if (!call.stall_reported && now >= call.stall_warning_at) report_stall(call);
+            next_control = Clock::now() + control_interval;
+        }
+        if (now > call.deadline) give_up(call, std::move(pending));
+        if (now - start < hot_spin) continue;
+        switch (style) {
+        case WaitStyle::for_data: std::this_thread::yield(); break;
+        case WaitStyle::in_background: std::this_thread::sleep_for(background_pause); break;
+        case WaitStyle::for_peers: std::this_thread::sleep_for(std::chrono::microseconds(50)); break;
+        }
+    }
+}
+
+void ControlPlane::abort(const std::string& reason) {
+    const PeerStatus mine = status();
+    mark_broken("rank " + std::to_string(backend_.rank()) + " aborted the communicator (" + reason +
+                "); it is unusable: finalize it and end the job");
+    backend_.send_abort(AbortNotice{backend_.rank(), mine.sequence, mine.kind});
+}
+
+void ControlPlane::give_up(CallContext& call, std::unique_ptr<Pending> pending) {
+    backend_.abandon(std::move(pending));
+    const double waited = duration<double>(Clock::now() - call.started).count();
+    // Peers learn first, so that they stop waiting while this rank asks around.
+    backend_.send_abort(AbortNotice{backend_.rank(), call.sequence, static_cast<uint64_t>(call.kind)});
+    const std::string missing = who_is_missing(call, deadline_after(std::min(answer_wait_s, waited)));
+    const std::string message = call_name(static_cast<uint64_t>(call.kind), call.sequence) + " timed out on rank " +
+                                std::to_string(backend_.rank()) + " after " + seconds_text(waited) + ": " + missing +
+                                ". The communicator is now unusable (its peers were told); a buffer of this "
+                                "call may still be written until the process ends";
+    mark_broken(message);
+    log_line(backend_.rank(), backend_.size(), DDP_LOG_ERROR, message);
+    fail(DDP_ERR_TIMEOUT, message);
+}
+
+void ControlPlane::peer_gave_up(const AbortNotice& notice, std::unique_ptr<Pending> pending) {
+    if (pending) backend_.abandon(std::move(pending));
+    mark_broken("rank " + std::to_string(notice.from_rank) + " gave up on " + call_name(notice.kind, notice.sequence) +
+                " (a timeout, or ddp_comm_abort) and told rank " + std::to_string(backend_.rank()) +
+                "; the communicator is unusable: finalize it and end the job");
+    require_usable();
+    fail(DDP_ERR_INTERNAL, "a broken communicator was usable");
+}
+
+void ControlPlane::report_stall(CallContext& call) {
+    call.stall_reported = true;
+    const double waited = duration<double>(Clock::now() - call.started).count();
+    const double room = duration<double>(call.deadline - Clock::now()).count();
+    const std::string missing = who_is_missing(call, deadline_after(std::clamp(room / 2, 0.0, answer_wait_s)));
+    log_line(backend_.rank(), backend_.size(), DDP_LOG_WARN,
+             call_name(static_cast<uint64_t>(call.kind), call.sequence) + " has waited " + seconds_text(waited) +
+                 " (timeout " + seconds_text(duration<double>(call.deadline - call.started).count()) + "): " +
+                 missing);
+}
+
+std::string ControlPlane::who_is_missing(const CallContext& call, Clock::time_point answer_deadline) {
+    const auto answers = backend_.ask_peers(answer_deadline);
+    std::string missing, silent;
+    for (size_t peer = 0; peer < answers.size(); ++peer) {
+        if (static_cast<int>(peer) == backend_.rank()) continue;
+        const std::string who = "rank " + std::to_string(peer);
+        if (!answers[peer]) {
+            silent += (silent.empty() ? "" : ", ") + who;
+            continue;
+        }
+        const PeerStatus& peer_status = *answers[peer];
+        if (peer_status.sequence == call.sequence && peer_status.in_call) continue;  // joined
+        std::string last = peer_status.sequence == 0
+                               ? "no collective yet"
+                               : call_name(peer_status.kind, peer_status.sequence) +
+                                     (peer_status.in_call ? ", still inside it" : ", finished");
+        const std::string state = peer_status.sequence > call.sequence ? " is already past this call (its last: "
+                                                                       : " has not joined (its last call: ";
+        missing += (missing.empty() ? "" : "; ") + who + state + last + ")";
+    }
+    if (!silent.empty())
+        missing += (missing.empty() ? "" : "; ") + silent +
+                   " did not answer (dead, hung, or busy outside libddp with no control thread)";
+    return missing.empty() ? "every rank has joined; the data transfer itself is slow" : missing;
+}
+
+void ControlPlane::mark_broken(const std::string& message) {
+    std::lock_guard lock(broken_mutex_);
+    if (broken_.load(std::memory_order_relaxed)) return;  // the first reason stays
+    broken_message_ = message;
+    broken_.store(true, std::memory_order_release);
+}
+
+}  // namespace ddp

@@ -1,0 +1,91 @@
+// The control plane of one communicator: it numbers collectives, holds each
+// to its deadline, warns about stalls naming the ranks that have not joined,
+// and after a timeout marks the communicator broken and tells the peers, so
+// that nothing anywhere waits for ever. It runs on the host whatever the
+// data plane is (see backend/backend.hpp).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backend/backend.hpp"
+#include "control/collective_kind.hpp"
+
+namespace ddp {
+
+/// The moment `seconds` from now, saturating at the clock's end instead of
+/// overflowing (a timeout of 1e12 s means "for ever", not "already past").
+Clock::time_point deadline_after(double seconds);
+
+/// How a wait paces itself once the first microseconds have passed.
+enum class WaitStyle {
+    for_peers,  ///< agreement: peers may be far away; sleep briefly between tests
+    for_data,   ///< data transfer: MPI progresses only while tested; just yield
+    /// data transfer on the async worker, beside the caller's compute: sleep
+    /// briefly between tests, so that a busy-polling worker does not take a
+    /// core from the compute it is meant to hide behind.
+    in_background,
+};
+
+/// One collective in progress on this rank.
+struct CallContext {
+    CollectiveKind kind;
+    uint64_t sequence;  ///< 1 for the communicator's first collective
+    Clock::time_point started;
+    Clock::time_point deadline;
+    Clock::time_point stall_warning_at;
+    bool stall_reported = false;
+    WaitStyle data_wait = WaitStyle::for_data;  ///< how its data transfers are waited for
+};
+
+
+class ControlPlane {
+public:
+    ControlPlane(Backend& backend, double timeout_s, double stall_warning_s);
+    ControlPlane(const ControlPlane&) = delete;
+    ControlPlane& operator=(const ControlPlane&) = delete;
+
+    /// Starts collective `kind`: numbers it and sets its deadline (the
+    /// call's own timeout when > 0, else the communicator's). Throws
+    /// DDP_ERR_TIMEOUT when the communicator is broken.
+    CallContext begin(CollectiveKind kind, double call_timeout_s);
+    /// Marks the collective finished (peers asking are told so).
+    void end();
+
+    /// Drives `pending` to completion within the call's deadline, reporting
+    /// a stall once. Past the deadline, or when a peer gave up, it abandons
+    /// the operation, marks the communicator broken and throws DDP_ERR_TIMEOUT.
+    void wait(CallContext& call, std::unique_ptr<Pending> pending, WaitStyle style);
+
+    /// Throws DDP_ERR_TIMEOUT (with the reason) once the communicator is broken.
+    void require_usable();
+    bool broken() const { return broken_.load(std::memory_order_acquire); }
+    /// Breaks the communicator on purpose and tells the peers (ddp_comm_abort).
+    void abort(const std::string& reason);
+
+    double timeout_s() const { return timeout_s_; }
+    /// What this rank is doing, as peers are told.
+    PeerStatus status() const;
+
+private:
+    [[noreturn]] void give_up(CallContext& call, std::unique_ptr<Pending> pending);
+    [[noreturn]] void peer_gave_up(const AbortNotice& notice, std::unique_ptr<Pending> pending);
+    void report_stall(CallContext& call);
+    /// "rank 1 has not joined (its last call: barrier #4, finished)", ...
+    std::string who_is_missing(const CallContext& call, Clock::time_point answer_deadline);
+    void mark_broken(const std::string& message);
+
+    Backend& backend_;
+    const double timeout_s_;
+    const double stall_warning_s_;
+    std::atomic<uint64_t> sequence_{0};
+    std::atomic<uint64_t> kind_{0};
+    std::atomic<bool> in_call_{false};
+    std::atomic<bool> broken_{false};
+    mutable std::mutex broken_mutex_;
+    std::string broken_message_;  // guarded by broken_mutex_
+};
+
+}  // namespace ddp

@@ -1,0 +1,225 @@
+#include "core/collectives.hpp"
+
+#include <cstring>
+#include <functional>
+
+#include "control/agreement.hpp"
+#include "device/cpu/elementwise.hpp"
+#include "util/dtype.hpp"
+#include "util/hash.hpp"
+
+namespace ddp {
+
+namespace {
+
+size_t byte_size(const ddp_tensor& tensor) {
+    return static_cast<size_t>(tensor.count) * element_size(dtype_of(tensor));
+}
+
+// Copies the members of a fused step into the bucket, back to back.
+void pack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors, std::byte* bucket) {
+    for (int64_t index : plan.members_of(step)) {
+        const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
+        std::memcpy(bucket, tensor.data, byte_size(tensor));
+        bucket += byte_size(tensor);
+    }
+}
+
+// Copies the bucket back into the members, dividing by `divisor` for AVG.
+void unpack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors,
+            const std::byte* bucket, double divisor) {
+    for (int64_t index : plan.members_of(step)) {
+        const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
+        if (divisor != 1.0)
+            divide_copy(tensor.data, bucket, tensor.count, dtype_of(tensor), divisor);
+        else
+            std::memcpy(tensor.data, bucket, byte_size(tensor));
+        bucket += byte_size(tensor);
+    }
+}
+
+// Whether this rank's members of a fused step already lie back to back in
+// memory (views into one flat gradient buffer, as ComponentArrays or a
+// destructured model give): then the step runs on them in place, with no
+// packing. Only the buffer differs between ranks, never the backend call, so
+// ranks with different memory layouts still issue the same operations.
+std::byte* contiguous_members(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors) {
+    const auto members = plan.members_of(step);
+    auto* start = static_cast<std::byte*>(tensors[static_cast<size_t>(members[0])].data);
+    const std::byte* next = start;
+    for (int64_t index : members) {
+        const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
+        if (byte_size(tensor) == 0) continue;
+        if (tensor.data != next) return nullptr;
+        next += byte_size(tensor);
+    }
+    return start;
+}
+
+/// What a plan step does on one buffer: start the backend operation.
+using StartStep = std::function<std::unique_ptr<Pending>(void* data, int64_t count, ddp_dtype dtype)>;
+
+// Runs every plan step through `start`, pipelined: step k+1 is packed and
+// started before step k is waited for, so packing overlaps the transfer and
+// two operations are in flight (fused steps alternate between two halves
+// of the fusion buffer). Each wait is held to the call's deadline. A step
+// runs on the tensor itself for single tensors and for members already
+// contiguous in memory, else on a bucket (packed before when `pack_before`,
+// unpacked after when `unpack_after`).
+void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, std::span<const ddp_tensor> tensors,
+              bool pack_before, bool unpack_after, double divisor, const StartStep& start) {
+    const auto half = static_cast<size_t>(plan.largest_bucket_bytes);
+    std::byte* buffers = comm.fusion_buffer(2 * half).data();
+    struct InFlight {
+        const PlanStep* step = nullptr;
+        std::byte* data = nullptr;   // where the step ran
+        bool in_bucket = false;      // on a packed bucket (else on the caller's memory)
+        std::unique_ptr<Pending> pending;
+    };
+    auto finish = [&](InFlight& flight) {
+        if (flight.step == nullptr) return;
+        comm.control().wait(context, std::move(flight.pending), context.data_wait);
+        const PlanStep& step = *flight.step;
+        if (flight.in_bucket) {
+            if (unpack_after) unpack(plan, step, tensors, flight.data, divisor);
+        } else if (unpack_after && divisor != 1.0) {
+            divide_copy(flight.data, flight.data, step.elements, step.dtype, divisor);
+        }
+        flight.step = nullptr;
+    };
+    InFlight previous;
+    size_t next_half = 0;
+    for (const PlanStep& step : plan.steps) {
+        InFlight current{&step};
+        if (!step.fused) {
+            current.data = static_cast<std::byte*>(tensors[static_cast<size_t>(plan.members_of(step)[0])].data);
+        } else if (std::byte* in_place = contiguous_members(plan, step, tensors)) {
+            current.data = in_place;
+        } else {
+            current.data = buffers + half * next_half;
+            next_half ^= 1;
+            current.in_bucket = true;
+            if (pack_before) pack(plan, step, tensors, current.data);
+        }
+        current.pending = start(current.data, step.elements, step.dtype);
+        finish(previous);
+        previous = std::move(current);
+    }
+    finish(previous);
+}
+
+ddp_op backend_op(ddp_op op) { return op == DDP_OP_AVG ? DDP_OP_SUM : op; }
+
+double avg_divisor(Communicator& comm, ddp_op op) {
+    return op == DDP_OP_AVG ? static_cast<double>(comm.backend().size()) : 1.0;
+}
+
+// Root's tensors to every rank, fused as the plan says.
+void broadcast_planned(Communicator& comm, CallContext& context, const FusionPlan& plan,
+                       std::span<const ddp_tensor> tensors, int root) {
+    Backend& backend = comm.backend();
+    const bool is_root = backend.rank() == root;
+    run_plan(comm, context, plan, tensors, is_root, !is_root, 1.0, [&](void* data, int64_t count, ddp_dtype dtype) {
+        return backend.start_broadcast(data, count * static_cast<int64_t>(element_size(dtype)), root);
+    });
+}
+
+// check_replicas' data phase: (max hash, ~min hash) per tensor is equal on
+// every rank iff max == min.
+void compare_replicas(Communicator& comm, CallContext& context, const CollectiveCall& call) {
+    Backend& backend = comm.backend();
+    const auto tensors = call.tensors;
+    std::vector<uint64_t> extremes(2 * tensors.size()), hashes(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        hashes[i] = hash_bytes(tensors[i].data, byte_size(tensors[i]));
+        extremes[2 * i] = hashes[i];
+        extremes[2 * i + 1] = ~hashes[i];
+    }
+    comm.control().wait(context, backend.start_max_u64(extremes), context.data_wait);
+    *call.identical = true;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        if (extremes[2 * i] == ~extremes[2 * i + 1]) continue;
+        std::vector<std::vector<uint64_t>> all;
+        comm.control().wait(context, backend.start_allgather_u64(std::span(&hashes[i], 1), all), context.data_wait);
+        size_t other = 1;
+        while (other < all.size() && all[other][0] == all[0][0]) ++other;
+        *call.identical = false;
+        *call.difference = "check_replicas: tensor " + std::to_string(i) + " (" + dtype_name(tensors[i].dtype) + "[" +
+                           std::to_string(tensors[i].count) + "]) differs between rank 0 and rank " +
+                           std::to_string(other);
+        return;
+    }
+}
+
+void move_data(Communicator& comm, CallContext& context, const CollectiveCall& call, const FusionPlan& plan) {
+    Backend& backend = comm.backend();
+    switch (call.kind) {
+    case CollectiveKind::allreduce:
+        run_plan(comm, context, plan, call.tensors, true, true, avg_divisor(comm, call.op),
+                 [&](void* data, int64_t count, ddp_dtype dtype) {
+                     return backend.start_allreduce(data, count, dtype, backend_op(call.op));
+                 });
+        return;
+    case CollectiveKind::reduce: {
+        const bool is_root = backend.rank() == call.root;
+        run_plan(comm, context, plan, call.tensors, true, is_root, avg_divisor(comm, call.op),
+                 [&](void* data, int64_t count, ddp_dtype dtype) {
+                     return backend.start_reduce(data, count, dtype, backend_op(call.op), call.root);
+                 });
+        return;
+    }
+    case CollectiveKind::broadcast: broadcast_planned(comm, context, plan, call.tensors, call.root); return;
+    case CollectiveKind::sync_optimizer_state:
+        broadcast_planned(comm, context, plan, call.tensors, call.root);
+        if (!call.scalars.empty())
+            comm.control().wait(context,
+                                backend.start_broadcast(call.scalars.data(),
+                                                        static_cast<int64_t>(call.scalars.size_bytes()), call.root),
+                                context.data_wait);
+        return;
+    case CollectiveKind::check_replicas: return;  // compared without a plan, above
+    case CollectiveKind::barrier: return;         // agreement needs every rank: it is the barrier
+    case CollectiveKind::reducer_create:
+    case CollectiveKind::reducer_step: break;     // the reducer's own (core/reducer.cpp)
+    }
+}
+
+/// Ends the control plane's record of a call however it leaves.
+class CallScope {
+public:
+    explicit CallScope(ControlPlane& control) : control_(control) {}
+    ~CallScope() { control_.end(); }
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+
+private:
+    ControlPlane& control_;
+};
+
+}  // namespace
+
+void run_collective(Communicator& comm, const CollectiveCall& call) {
+    ControlPlane& control = comm.control();
+    CallContext context = control.begin(call.kind, call.timeout_s);
+    if (call.in_background) context.data_wait = WaitStyle::in_background;
+    CallScope scope(control);
+    const std::vector<uint64_t> words = encode(CallDescription{call.kind, call.op, call.root, call.fusion_bytes,
+                                                               static_cast<int64_t>(call.scalars.size()), call.tensors});
+    agree(comm.backend(), control, context, words);
+    if (comm.backend().size() == 1) {  // one rank: every result is the input
+        if (call.identical != nullptr) *call.identical = true;
+        return;
+    }
+    if (call.kind == CollectiveKind::check_replicas) return compare_replicas(comm, context, call);
+    const FusionPlan& plan = comm.plans().plan(words, call.tensors, policy_for_bucket_bytes(call.fusion_bytes));
+    move_data(comm, context, call, plan);
+}
+
+void announce_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s) {
+    ControlPlane& control = comm.control();
+    CallContext context = control.begin(kind, timeout_s);
+    CallScope scope(control);
+    agree_on_invalid_call(comm.backend(), control, context);
+}
+
+}  // namespace ddp

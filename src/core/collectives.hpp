@@ -1,0 +1,40 @@
+// The tensor-list collectives, built once over any Backend: the control
+// plane numbers the call and holds it to its deadline, agreement checks
+// that every rank makes the same call, the fusion plan decides how the
+// list travels, and every backend operation is waited for under the same
+// deadline. Arguments arrive validated (src/api does that).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "control/collective_kind.hpp"
+#include "core/communicator.hpp"
+
+namespace ddp {
+
+/// One collective as every rank describes it (after validation).
+struct CollectiveCall {
+    CollectiveKind kind = CollectiveKind::barrier;
+    std::span<const ddp_tensor> tensors;
+    ddp_op op = DDP_OP_SUM;
+    int32_t root = 0;
+    int64_t fusion_bytes = 0;   ///< resolved: never 0; -1 turns fusion off
+    std::span<double> scalars;  ///< sync_optimizer_state's
+    double timeout_s = 0;       ///< this call's own; 0: the communicator's
+    bool in_background = false; ///< run by the async worker (see WaitStyle)
+    /// check_replicas' results: whether all ranks hold the same bytes, and
+    /// if not, a sentence naming the tensor and two ranks.
+    bool* identical = nullptr;
+    std::string* difference = nullptr;
+};
+
+/// Runs `call` on this rank. Throws ddp::Error (mismatch, timeout, backend).
+void run_collective(Communicator& comm, const CollectiveCall& call);
+
+/// Takes part in agreement for a call of `kind` whose arguments failed
+/// validation on this rank, so that its peers fail at once instead of waiting.
+void announce_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s);
+
+}  // namespace ddp

@@ -1,0 +1,119 @@
+#include "core/communicator.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include "util/error.hpp"
+#include "util/log.hpp"
+
+namespace ddp {
+
+class Communicator::Entry {
+public:
+    explicit Entry(std::atomic<bool>& in_use) : in_use_(in_use) {
+        if (in_use_.exchange(true, std::memory_order_acquire))
+            fail(DDP_ERR_INVALID_ARGUMENT,
+                 "another thread is inside a collective on this communicator; a ddp_comm may be used from one "
+                 "thread at a time (use ddp_allreduce_tensor_list_async to overlap, or one communicator per thread)");
+    }
+    ~Entry() { in_use_.store(false, std::memory_order_release); }
+    Entry(const Entry&) = delete;
+    Entry& operator=(const Entry&) = delete;
+
+private:
+    std::atomic<bool>& in_use_;
+};
+
+Communicator::Communicator(std::unique_ptr<Backend> backend, const Settings& settings, int device)
+    : backend_(std::move(backend)),
+      settings_(settings),
+      control_(*backend_, settings.timeout_s, settings.stall_warning_s),
+      device_(device) {
+    backend_->start_control([this] { return control_.status(); });
+}
+
+Communicator::~Communicator() = default;
+
+namespace {
+void refuse_during_reducer_step(bool open) {
+    if (open)
+        fail(DDP_ERR_INVALID_ARGUMENT,
+             "a reducer step is open on this communicator (gradients were marked ready): call ddp_reducer_wait "
+             "before any other collective, so that no collective interleaves with the bucket reductions");
+}
+}  // namespace
+
+void Communicator::run(const std::function<void()>& collective) {
+    Entry entry(in_use_);
+    refuse_during_reducer_step(reducer_step_open_);
+    worker_.drain();
+    collective();
+}
+
+void Communicator::run_reducer_call(const std::function<void()>& call) {
+    Entry entry(in_use_);
+    call();
+}
+
+std::shared_ptr<RequestState> Communicator::submit(std::function<void()> collective) {
+    Entry entry(in_use_);
+    refuse_during_reducer_step(reducer_step_open_);
+    control_.require_usable();
+    if (!backend_->allows_background_thread())
+        fail(DDP_ERR_UNSUPPORTED,
+             "async collectives need MPI_THREAD_SERIALIZED or better, but MPI was initialized "
+             "with a lower thread level (initialize MPI with MPI_Init_thread, or let libddp do it)");
+    return worker_.submit(std::move(collective));
+}
+
+std::span<std::byte> Communicator::fusion_buffer(size_t bytes) {
+    if (buffer_.size() < bytes) buffer_.resize(bytes);
+    return {buffer_.data(), bytes};
+}
+
+bool Communicator::peers_reach_finalize() {
+    // How long a silent peer may take to answer before it counts as gone.
+    constexpr double answer_wait_s = 2;
+    // After a timeout, peers that still answer get at least this long to
+    // notice (at their next call) and reach finalize themselves.
+    constexpr double broken_peer_wait_s = 30;
+    std::unique_ptr<Pending> barrier = backend_->start_finalize_barrier();
+    if (!barrier) return true;
+    // After a timeout, a peer that no longer answers is dead or hung: waiting
+    // for it would only delay this process's exit. Without a background
+    // responder, silence proves nothing, so only the timeout ends the wait.
+    const bool silence_means_gone = control_.broken() && backend_->answers_in_background();
+    const auto give_up_at =
+        deadline_after(silence_means_gone ? std::max(settings_.timeout_s, broken_peer_wait_s) : settings_.timeout_s);
+    for (auto next_question = Clock::now() + std::chrono::milliseconds(500);;) {
+        backend_->poll_control();
+        if (barrier->test()) return true;
+        const auto now = Clock::now();
+        if (now > give_up_at) break;
+        if (silence_means_gone && now > next_question) {
+            const auto answers = backend_->ask_peers(deadline_after(answer_wait_s));
+            for (size_t peer = 0; peer < answers.size(); ++peer)
+                if (static_cast<int>(peer) != backend_->rank() && !answers[peer] && !barrier->test()) {
+                    backend_->abandon(std::move(barrier));
+                    return false;
+                }
+            next_question = Clock::now() + std::chrono::milliseconds(500);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    backend_->abandon(std::move(barrier));
+    return false;
+}
+
+void Communicator::finalize() {
+    worker_.stop();
+    const bool peers_present = peers_reach_finalize();
+    if (!peers_present)
+        log_line(backend_->rank(), backend_->size(), DDP_LOG_ERROR,
+                 "ddp_finalize: not every rank reached ddp_finalize (a rank died, is stuck, or is still computing "
+                 "past the timeout); MPI is left running so that this process can exit, and the launcher may "
+                 "report that it ended without MPI_Finalize");
+    backend_->finalize(peers_present);
+}
+
+}  // namespace ddp

@@ -1,0 +1,81 @@
+// A live process group: the backend (data plane), the control plane that
+// holds every collective to its deadline, the settings resolved at init,
+// the scratch buffer and plan cache reused across calls, and the worker
+// that runs async requests.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "control/control_plane.hpp"
+#include "core/async_worker.hpp"
+#include "core/plan_cache.hpp"
+#include "core/settings.hpp"
+
+namespace ddp {
+
+class Communicator {
+public:
+    Communicator(std::unique_ptr<Backend> backend, const Settings& settings, int device);
+    ~Communicator();
+    Communicator(const Communicator&) = delete;
+    Communicator& operator=(const Communicator&) = delete;
+
+    Backend& backend() { return *backend_; }
+    const Backend& backend() const { return *backend_; }
+    ControlPlane& control() { return control_; }
+    const Settings& settings() const { return settings_; }
+    int device() const { return device_; }
+
+    /// Runs a collective on the caller's thread after every async request
+    /// started earlier has finished, so that ranks see calls in one order.
+    /// A second thread entering while one is inside fails at once.
+    void run(const std::function<void()>& collective);
+    /// Queues a collective for the background worker.
+    std::shared_ptr<RequestState> submit(std::function<void()> collective);
+    /// Runs a reducer call on the caller's thread (one thread at a time, as
+    /// run()); allowed while a reducer step is open, unlike run().
+    void run_reducer_call(const std::function<void()>& call);
+    /// Waits until every async request started earlier has finished.
+    void drain_async() { worker_.drain(); }
+    /// Has the worker drive an operation the caller started (a reducer's
+    /// bucket), so it progresses while the caller computes.
+    std::shared_ptr<RequestState> drive_in_background(std::function<void()> job) {
+        return worker_.submit(std::move(job));
+    }
+    /// Opens or closes a reducer step: while one is open, no other
+    /// collective may start (it would interleave with the bucket reductions).
+    void set_reducer_step_open(bool open) { reducer_step_open_ = open; }
+
+    /// A scratch buffer of at least `bytes`, kept between calls.
+    std::span<std::byte> fusion_buffer(size_t bytes);
+    PlanCache& plans() { return plans_; }
+
+    /// Waits for async work, then releases the backend; returns in bounded
+    /// time even when peers are gone (see ddp_finalize).
+    void finalize();
+
+private:
+    /// Marks the communicator in use by the calling thread for one entry.
+    class Entry;
+    /// Whether every rank reaches finalize: waits up to the timeout, or
+    /// less after a timeout when a silent peer shows it is gone.
+    bool peers_reach_finalize();
+
+    std::unique_ptr<Backend> backend_;
+    Settings settings_;
+    ControlPlane control_;
+    int device_;
+    std::atomic<bool> in_use_{false};
+    bool reducer_step_open_ = false;  // touched only by the thread holding in_use_
+    std::vector<std::byte> buffer_;
+    PlanCache plans_{8};
+    AsyncWorker worker_;  // last: its thread stops before the rest goes
+};
+
+}  // namespace ddp

@@ -1,0 +1,63 @@
+#include "core/fusion_plan.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "util/dtype.hpp"
+
+namespace ddp {
+
+namespace {
+// Below this size one more backend call costs more than copying the tensor
+// into a bucket and back (see bench/ for the measurements behind it).
+constexpr int64_t small_tensor_bytes = 64 * 1024;
+}  // namespace
+
+FusionPolicy policy_for_bucket_bytes(int64_t bucket_bytes) {
+    return FusionPolicy{bucket_bytes, std::min(bucket_bytes, small_tensor_bytes)};
+}
+
+FusionPlan plan_fusion(std::span<const ddp_tensor> tensors, const FusionPolicy& policy) {
+    FusionPlan plan;
+    // Open buckets by dtype: members and their element total.
+    struct OpenBucket {
+        std::vector<int64_t> members;
+        int64_t elements = 0;
+    };
+    std::map<ddp_dtype, OpenBucket> open;
+
+    auto emit = [&plan](ddp_dtype dtype, bool fused, int64_t elements,
+                        std::span<const int64_t> members) {
+        plan.steps.push_back(PlanStep{dtype, fused, elements, plan.members.size(), members.size()});
+        plan.members.insert(plan.members.end(), members.begin(), members.end());
+        if (fused)
+            plan.largest_bucket_bytes = std::max(
+                plan.largest_bucket_bytes, elements * static_cast<int64_t>(element_size(dtype)));
+    };
+    auto close = [&emit](ddp_dtype dtype, OpenBucket& bucket) {
+        if (bucket.members.empty()) return;
+        // A bucket of one tensor would only add a copy.
+        emit(dtype, bucket.members.size() > 1, bucket.elements, bucket.members);
+        bucket = OpenBucket{};
+    };
+
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const ddp_tensor& tensor = tensors[i];
+        if (tensor.count == 0) continue;
+        const int64_t size = static_cast<int64_t>(element_size(dtype_of(tensor)));
+        const int64_t bytes = tensor.count * size;
+        const int64_t index = static_cast<int64_t>(i);
+        if (policy.bucket_bytes <= 0 || bytes >= policy.small_bytes) {
+            emit(dtype_of(tensor), false, tensor.count, std::span(&index, 1));
+            continue;
+        }
+        OpenBucket& bucket = open[dtype_of(tensor)];
+        if ((bucket.elements + tensor.count) * size > policy.bucket_bytes) close(dtype_of(tensor), bucket);
+        bucket.members.push_back(index);
+        bucket.elements += tensor.count;
+    }
+    for (auto& [dtype, bucket] : open) close(dtype, bucket);
+    return plan;
+}
+
+}  // namespace ddp

@@ -1,0 +1,188 @@
+#include "core/reducer.hpp"
+
+#include <map>
+#include <string>
+
+#include "control/agreement.hpp"
+#include "device/cpu/elementwise.hpp"
+#include "util/dtype.hpp"
+#include "util/error.hpp"
+
+namespace ddp {
+
+namespace {
+
+bool is_marked(std::span<const uint64_t> bits, size_t index) { return (bits[index / 64] >> (index % 64)) & 1u; }
+
+// Ranks a and b marked different gradients in a step: name the first.
+std::string explain_marks(std::span<const uint64_t> a, int rank_a, std::span<const uint64_t> b, int rank_b,
+                          uint64_t step) {
+    for (size_t i = 0; i < 64 * a.size(); ++i) {
+        if (is_marked(a, i) == is_marked(b, i)) continue;
+        const bool a_marked = is_marked(a, i);
+        return "reducer step #" + std::to_string(step) + ": rank " + std::to_string(a_marked ? rank_a : rank_b) +
+               " marked gradient " + std::to_string(i) + " ready but rank " + std::to_string(a_marked ? rank_b : rank_a) +
+               " did not (every rank must mark the same gradients each step; this step's gradients are undefined)";
+    }
+    return "reducer step #" + std::to_string(step) + ": ranks marked different gradients";
+}
+
+}  // namespace
+
+Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_op op, int64_t bucket_bytes,
+                 double timeout_s)
+    : comm_(comm), op_(op), timeout_s_(timeout_s) {
+    // Buckets in reverse list order (a backward pass produces the last
+    // layer's gradients first), one open bucket per dtype, each closed when
+    // the next gradient would take it past bucket_bytes.
+    std::map<ddp_dtype, size_t> open;
+    location_.resize(gradients.size());
+    for (size_t i = gradients.size(); i-- > 0;) {
+        const ddp_tensor& tensor = gradients[i];
+        const ddp_dtype dtype = dtype_of(tensor);
+        const auto width = static_cast<int64_t>(element_size(dtype));
+        auto found = open.find(dtype);
+        if (found == open.end() || (buckets_[found->second].elements + tensor.count) * width > bucket_bytes) {
+            buckets_.push_back(Bucket{dtype});
+            found = open.insert_or_assign(dtype, buckets_.size() - 1).first;
+        }
+        Bucket& bucket = buckets_[found->second];
+        location_[i] = Location{found->second, bucket.elements, tensor.count, dtype};
+        bucket.elements += tensor.count;
+        ++bucket.member_count;
+    }
+    for (Bucket& bucket : buckets_) {
+        bucket.storage.resize(static_cast<size_t>(bucket.elements) * element_size(bucket.dtype));
+        bucket.unmarked = bucket.member_count;
+    }
+    marked_.assign((gradients.size() + 63) / 64, 0);
+
+    ControlPlane& control = comm_.control();
+    CallContext context = control.begin(CollectiveKind::reducer_create, timeout_s_);
+    struct End {
+        ControlPlane& control;
+        ~End() { control.end(); }
+    } end{control};
+    agree(comm_.backend(), control, context,
+          encode(CallDescription{CollectiveKind::reducer_create, op, 0, bucket_bytes, 0, gradients}));
+}
+
+ddp_tensor Reducer::gradient(int64_t index) const {
+    const Location& where = location_[static_cast<size_t>(index)];
+    const Bucket& bucket = buckets_[where.bucket];
+    auto* start = const_cast<std::byte*>(bucket.storage.data()) +
+                  static_cast<size_t>(where.offset) * element_size(where.dtype);
+    return ddp_tensor{where.count > 0 ? start : nullptr, where.count, where.dtype, DDP_DEVICE_CPU, 0, 0};
+}
+
+void Reducer::open_step() {
+    if (step_) return;
+    comm_.drain_async();  // earlier async requests first: collectives run in one order
+    step_ = comm_.control().begin(CollectiveKind::reducer_step, timeout_s_);
+    comm_.set_reducer_step_open(true);
+}
+
+void Reducer::mark_ready(int64_t index) {
+    const auto i = static_cast<size_t>(index);
+    if (is_marked(marked_, i))
+        fail(DDP_ERR_INVALID_ARGUMENT, "gradient " + std::to_string(index) + " was already marked ready in this step");
+    open_step();
+    marked_[i / 64] |= uint64_t{1} << (i % 64);
+    --buckets_[location_[i].bucket].unmarked;
+    progress();
+    start_buckets(false);
+}
+
+void Reducer::start_buckets(bool all) {
+    Backend& backend = comm_.backend();
+    while (next_to_start_ < buckets_.size() && (all || buckets_[next_to_start_].unmarked == 0)) {
+        Bucket& bucket = buckets_[next_to_start_++];
+        bucket.started = true;
+        if (backend.size() == 1 || bucket.elements == 0) continue;
+        bucket.pending = backend.start_allreduce(bucket.storage.data(), bucket.elements, bucket.dtype,
+                                                 op_ == DDP_OP_AVG ? DDP_OP_SUM : op_);
+        if (!backend.allows_concurrent_calls()) continue;
+        // The worker tests it while this thread computes the next gradients;
+        // std::function needs a copyable job, hence the shared holder.
+        auto holder = std::make_shared<std::unique_ptr<Pending>>(std::move(bucket.pending));
+        bucket.driven = comm_.drive_in_background([this, holder, context = *step_]() mutable {
+            comm_.control().wait(context, std::move(*holder), WaitStyle::in_background);
+        });
+    }
+}
+
+void Reducer::finish_bucket(Bucket& bucket) {
+    if (bucket.driven) {
+        std::string message;
+        const ddp_status status = bucket.driven->wait(message);
+        bucket.driven.reset();
+        if (status != DDP_OK) fail(status, message);
+        return;
+    }
+    comm_.control().wait(*step_, std::move(bucket.pending), WaitStyle::for_data);
+}
+
+void Reducer::progress() {
+    for (size_t b = 0; b < next_to_start_; ++b)
+        if (buckets_[b].pending && buckets_[b].pending->test()) buckets_[b].pending.reset();
+}
+
+void Reducer::wait() {
+    open_step();
+    try {
+        start_buckets(true);  // unmarked ones too: no peer may wait for ever
+        ControlPlane& control = comm_.control();
+        for (Bucket& bucket : buckets_) {
+            finish_bucket(bucket);
+            if (op_ == DDP_OP_AVG && comm_.backend().size() > 1)
+                divide_copy(bucket.storage.data(), bucket.storage.data(), bucket.elements, bucket.dtype,
+                            static_cast<double>(comm_.backend().size()));
+        }
+        const uint64_t step = step_->sequence;
+        agree_on_words(comm_.backend(), control, *step_, marked_,
+                       [step](auto a, int rank_a, auto b, int rank_b) { return explain_marks(a, rank_a, b, rank_b, step); });
+    } catch (...) {
+        finish_step();
+        throw;
+    }
+    finish_step();
+}
+
+namespace {
+/// A bucket's storage, kept alive with the reduction a failed step left in
+/// flight, since MPI may still write into it.
+class AbandonedBucket final : public Pending {
+public:
+    AbandonedBucket(std::unique_ptr<Pending> reduction, std::vector<std::byte> storage)
+        : reduction_(std::move(reduction)), storage_(std::move(storage)) {}
+    bool test() override { return reduction_->test(); }
+
+private:
+    std::unique_ptr<Pending> reduction_;
+    std::vector<std::byte> storage_;
+};
+}  // namespace
+
+void Reducer::finish_step() {
+    for (Bucket& bucket : buckets_) {
+        bucket.unmarked = bucket.member_count;
+        bucket.started = false;
+        if (bucket.driven) {  // only after a failure: the worker ends it within the step's deadline
+            std::string ignored;
+            bucket.driven->wait(ignored);
+            bucket.driven.reset();
+        }
+        if (bucket.pending) {  // only after a failure: hand it over with its memory, and start afresh
+            const size_t bytes = bucket.storage.size();
+            comm_.backend().abandon(std::make_unique<AbandonedBucket>(std::move(bucket.pending), std::move(bucket.storage)));
+            bucket.storage.assign(bytes, std::byte{0});
+        }
+    }
+    std::fill(marked_.begin(), marked_.end(), 0);
+    next_to_start_ = 0;
+    step_.reset();
+    comm_.control().end();
+    comm_.set_reducer_step_open(false);
+}
+
+}  // namespace ddp

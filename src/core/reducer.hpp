@@ -1,0 +1,76 @@
+// Persistent gradient buckets (PyTorch DDP's reducer): a gradient list
+// registered once, whose buckets libddp plans, agrees on and owns, and whose
+// reductions start during the backward pass as the buckets fill. See
+// ddp_reducer_create in ddp.h for the contract.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/communicator.hpp"
+
+namespace ddp {
+
+class Reducer {
+public:
+    /// Plans and allocates the buckets and agrees on the list with every
+    /// rank (collective). `gradients` is validated (data is ignored).
+    Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_op op, int64_t bucket_bytes,
+            double timeout_s);
+    Reducer(const Reducer&) = delete;
+    Reducer& operator=(const Reducer&) = delete;
+
+    int64_t size() const { return static_cast<int64_t>(location_.size()); }
+    /// Gradient `index`'s storage in its bucket.
+    ddp_tensor gradient(int64_t index) const;
+    /// Marks gradient `index` computed; starts every bucket that is now
+    /// complete and next in order.
+    void mark_ready(int64_t index);
+    /// Finishes the step (collective) and readies the next one.
+    void wait();
+    bool step_open() const { return step_.has_value(); }
+
+private:
+    struct Bucket {
+        ddp_dtype dtype;
+        int64_t elements = 0;
+        std::vector<std::byte> storage;
+        size_t unmarked = 0;  ///< members not yet marked this step
+        size_t member_count = 0;
+        std::unique_ptr<Pending> pending;      ///< the reduction in flight, driven by this thread
+        std::shared_ptr<RequestState> driven;  ///< or by the communicator's worker
+        bool started = false;
+    };
+    struct Location {
+        size_t bucket;
+        int64_t offset;  ///< in elements, within the bucket
+        int64_t count;
+        ddp_dtype dtype;
+    };
+
+    void open_step();
+    /// Starts buckets in index order (the same order on every rank, as MPI
+    /// requires), as long as the next one is complete or `all` is set.
+    void start_buckets(bool all);
+    /// Tests the reductions in flight, so that they progress between marks
+    /// (when no background thread drives them).
+    void progress();
+    /// Waits for bucket `b`'s reduction, wherever it is driven.
+    void finish_bucket(Bucket& bucket);
+    void finish_step();
+
+    Communicator& comm_;
+    ddp_op op_;
+    double timeout_s_;
+    std::vector<Bucket> buckets_;
+    std::vector<Location> location_;
+    std::vector<uint64_t> marked_;  ///< one bit per gradient, this step
+    size_t next_to_start_ = 0;
+    std::optional<CallContext> step_;
+};
+
+}  // namespace ddp

@@ -1,0 +1,61 @@
+#include "core/settings.hpp"
+
+#include <cmath>
+
+#include "backend/backend.hpp"
+#include "util/env.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
+
+namespace ddp {
+
+namespace {
+
+ddp_backend backend_from_environment() {
+    auto text = env_string("DDP_BACKEND");
+    if (!text || *text == "auto") return DDP_BACKEND_AUTO;
+    if (*text == "self") return DDP_BACKEND_SELF;
+    if (*text == "mpi") return DDP_BACKEND_MPI;
+    if (*text == "nccl") return DDP_BACKEND_NCCL;
+    fail(DDP_ERR_INVALID_ARGUMENT, "DDP_BACKEND='" + *text + "' is not auto, self, mpi or nccl");
+}
+
+ddp_backend decide_auto(ddp_backend backend) {
+    if (backend != DDP_BACKEND_AUTO) return backend;
+    return mpi_launch_detected() ? DDP_BACKEND_MPI : DDP_BACKEND_SELF;
+}
+
+}  // namespace
+
+void check_init_options(const ddp_init_options& opts) {
+    if (opts.backend < DDP_BACKEND_AUTO || opts.backend > DDP_BACKEND_NCCL)
+        fail(DDP_ERR_INVALID_ARGUMENT, "opts->backend " + std::to_string(opts.backend) + " is not a ddp_backend");
+    if (opts.mpi_comm_fortran != DDP_NO_MPI_COMM) {
+        if (opts.mpi_comm_fortran < 0)
+            fail(DDP_ERR_INVALID_ARGUMENT, "opts->mpi_comm_fortran " + std::to_string(opts.mpi_comm_fortran) +
+                                               " is neither a Fortran handle nor DDP_NO_MPI_COMM");
+        if (opts.backend != DDP_BACKEND_AUTO && opts.backend != DDP_BACKEND_MPI)
+            fail(DDP_ERR_INVALID_ARGUMENT, "opts->mpi_comm_fortran is set, which needs the mpi backend");
+    }
+    if (!(opts.timeout_s >= 0) || std::isinf(opts.timeout_s))
+        fail(DDP_ERR_INVALID_ARGUMENT, "opts->timeout_s must be a finite number >= 0 (0: default)");
+}
+
+Settings resolve_settings(const ddp_init_options& opts) {
+    Settings settings;
+    settings.backend = fallback_backend(opts);
+    if (opts.mpi_comm_fortran == DDP_NO_MPI_COMM && opts.backend == DDP_BACKEND_AUTO)
+        settings.backend = decide_auto(backend_from_environment());
+    settings.timeout_s = opts.timeout_s > 0 ? opts.timeout_s : env_seconds("DDP_TIMEOUT_S").value_or(1800.0);
+    settings.stall_warning_s = env_seconds("DDP_STALL_WARN_S").value_or(60.0);
+    settings.fusion_bytes = env_bytes("DDP_FUSION_BYTES").value_or(settings.fusion_bytes);
+    settings.log_threshold = log_threshold_from_environment();
+    return settings;
+}
+
+ddp_backend fallback_backend(const ddp_init_options& opts) {
+    if (opts.mpi_comm_fortran != DDP_NO_MPI_COMM) return DDP_BACKEND_MPI;
+    return decide_auto(opts.backend);
+}
+
+}  // namespace ddp

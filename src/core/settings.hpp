@@ -1,0 +1,34 @@
+// Everything a communicator's behaviour depends on, resolved once at
+// ddp_init from the options and the environment (options win). Resolving
+// once means a bad environment variable fails ddp_init on every rank
+// together, instead of one collective on one rank later.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ddp/ddp.h"
+
+namespace ddp {
+
+struct Settings {
+    ddp_backend backend = DDP_BACKEND_AUTO;  ///< after auto is decided
+    double timeout_s = 1800;
+    double stall_warning_s = 60;
+    int64_t fusion_bytes = int64_t{1} << 20;  ///< the default when a call passes 0
+    int log_threshold = DDP_LOG_INFO;
+};
+
+/// Throws DDP_ERR_INVALID_ARGUMENT naming the first bad field of `opts`.
+void check_init_options(const ddp_init_options& opts);
+
+/// The settings for checked `opts` and the environment. Throws
+/// DDP_ERR_INVALID_ARGUMENT naming the environment variable that is wrong.
+Settings resolve_settings(const ddp_init_options& opts);
+
+/// The backend `opts` ask for, ignoring the environment: a rank whose
+/// environment is wrong still starts it, to fail together with its peers.
+ddp_backend fallback_backend(const ddp_init_options& opts);
+
+}  // namespace ddp

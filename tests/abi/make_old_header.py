@@ -1,0 +1,20 @@
+"""Writes a copy of ddp.h as a program built against an older libddp saw it:
+ddp_collective_options without its last field, timeout_s (the first released
+layout, {struct_size, fusion_bytes}). Fails loudly if the header no longer
+has that field where this expects it, so the copy cannot silently drift.
+
+    make_old_header.py include/ddp/ddp.h OUT.h
+"""
+import re
+import sys
+
+header, out = sys.argv[1], sys.argv[2]
+text = open(header).read()
+struct = re.search(r"typedef struct ddp_collective_options \{.*?\} ddp_collective_options;", text, re.S)
+if struct is None:
+    sys.exit(f"{header}: no ddp_collective_options struct")
+field = re.search(r"\n    /\*\* Seconds this call may take.*?\*/\n    double timeout_s;\n", struct.group(0), re.S)
+if field is None or not struct.group(0).rstrip().endswith("double timeout_s;\n} ddp_collective_options;".rstrip()):
+    sys.exit(f"{header}: timeout_s is no longer ddp_collective_options' last field; update this test")
+old_struct = struct.group(0).replace(field.group(0), "\n")
+open(out, "w").write(text.replace(struct.group(0), old_struct))

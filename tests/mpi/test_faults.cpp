@@ -1,0 +1,82 @@
+// Faults that used to hang or mislead, each run by its own meson test (a
+// broken communicator stays broken, so each needs a fresh process):
+//  - Faults.QueuedRequestsFailAtOnce: after a timeout, async requests
+//    already queued fail at once instead of each waiting a fresh timeout.
+//  - Faults.StallNamesTheMissingRank: past DDP_STALL_WARN_S a waiting rank
+//    logs which rank has not joined and what it last called.
+// Run with 2 ranks; the meson test sets DDP_TIMEOUT_S and DDP_STALL_WARN_S.
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mpi_test_main.hpp"
+
+using mpi_test::message;
+using mpi_test::rank;
+using mpi_test::world;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+TEST(Faults, QueuedRequestsFailAtOnce) {
+    std::vector<float> data(40 * 256, 1.0f);
+    if (rank == 0) {
+        const auto started = std::chrono::steady_clock::now();
+        std::vector<ddp_request*> requests(40);
+        for (size_t i = 0; i < requests.size(); ++i) {
+            ddp_tensor tensor{data.data() + 256 * i, 256, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
+            ASSERT_EQ(ddp_allreduce_tensor_list_async(world, &tensor, 1, DDP_OP_SUM, nullptr, &requests[i]), DDP_OK)
+                << message();
+        }
+        for (size_t i = 0; i < requests.size(); ++i) {
+            EXPECT_EQ(ddp_request_free(requests[i]), DDP_ERR_TIMEOUT) << "request " << i;
+            if (i == 0) EXPECT_NE(message().find("rank 1 has not joined"), std::string::npos) << message();
+        }
+        // 0.1 took 40 timeouts here; now one timeout plus asking the peer.
+        EXPECT_LT(seconds_since(started), 3.5);
+    } else {
+        std::this_thread::sleep_for(std::chrono::seconds(4));
+        EXPECT_EQ(ddp_barrier(world, nullptr), DDP_ERR_TIMEOUT);
+        EXPECT_NE(message().find("rank 0 gave up on allreduce #1"), std::string::npos) << message();
+    }
+}
+
+std::mutex lines_mutex;
+std::vector<std::string> lines;
+
+void keep_line(int32_t level, const char* line, void*) {
+    std::lock_guard lock(lines_mutex);
+    if (level >= DDP_LOG_WARN) lines.emplace_back(line);
+}
+
+TEST(Faults, StallNamesTheMissingRank) {
+    float value = 1;
+    ddp_tensor tensor{&value, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
+    ASSERT_EQ(ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, nullptr), DDP_OK) << message();
+    if (rank == 0) {
+        ddp_set_log_callback(&keep_line, nullptr);
+        EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
+        ddp_set_log_callback(nullptr, nullptr);
+        std::lock_guard lock(lines_mutex);
+        ASSERT_EQ(lines.size(), 1u) << "expected one stall warning";
+        EXPECT_NE(lines[0].find("barrier #2 has waited"), std::string::npos) << lines[0];
+        EXPECT_NE(lines[0].find("rank 1 has not joined (its last call: allreduce #1, finished)"), std::string::npos)
+            << lines[0];
+    } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+        EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    mpi_test::start(argc, argv);
+    const int result = RUN_ALL_TESTS();
+    return ddp_finalize(world) == DDP_OK ? result : 7;
+}
