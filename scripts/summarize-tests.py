@@ -1,12 +1,12 @@
 """Prints one line 'N passed, N failed' over every suite: Meson's testlog.json
-files (one JSON object a line; the main build and the sanitizer builds) and
-pytest's junit files. Arguments ending in .json are Meson logs, the others
-pytest junit directories; a Meson log that is missing (its build failed)
-counts as one failure.
+(one JSON object a line), pytest's junit files and cargo's libtest output.
 
-A junit file is named SUITE-npN-rankR.xml: a pytest test run under mpirun
+A result file is named SUITE-npN-rankR.xml (junit) or SUITE-npN-rankR.libtest
+(libtest's `test NAME ... ok|FAILED|ignored` lines): a test run under mpirun
 counts once, as passed only when it passed on all N ranks; a rank whose file
-is missing (it crashed) counts as one failure of its suite."""
+is missing (it crashed) counts as one failure of its suite, and so does a
+libtest file without libtest's closing `test result:` line (the build failed,
+or the program died mid-run)."""
 import json
 import re
 import sys
@@ -16,29 +16,52 @@ from pathlib import Path
 
 
 def meson_results(testlog):
-    if not Path(testlog).exists():
-        print(f"{testlog} is missing: its build or test run did not finish", file=sys.stderr)
-        yield "FAIL"
-        return
     with open(testlog) as log:
         for line in log:
             yield json.loads(line)["result"]
 
 
-def pytest_results(directory):
+def junit_file(path):
+    """{test: result} of one pytest junit file."""
+    results = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        if case.find("failure") is not None or case.find("error") is not None:
+            results[name] = "FAIL"
+        elif case.find("skipped") is not None:
+            results[name] = "SKIP"
+        else:
+            results[name] = results.get(name, "OK")
+    return results
+
+
+LIBTEST_LINE = re.compile(r"^test (.+) \.\.\. (ok|FAILED|ignored)$")
+LIBTEST_RESULTS = {"ok": "OK", "FAILED": "FAIL", "ignored": "SKIP"}
+
+
+def libtest_file(path):
+    """{test: result} of one file of libtest output."""
+    results = {}
+    finished = False
+    for line in path.read_text(errors="replace").splitlines():
+        finished = finished or line.startswith("test result:")
+        match = LIBTEST_LINE.match(line)
+        if match:
+            results[match[1]] = LIBTEST_RESULTS[match[2]]
+    if not finished:
+        results[f"{path.name}: no closing 'test result:' line"] = "FAIL"
+    return results
+
+
+def per_rank_results(directory):
     """One result per (suite, test): 'OK', 'FAIL' or 'SKIP'."""
     suites = defaultdict(dict)  # (suite, ranks) -> {rank: {test: result}}
-    for path in Path(directory).glob("*-np*-rank*.xml"):
-        suite, ranks, rank = re.fullmatch(r"(.+)-np(\d+)-rank(\d+)\.xml", path.name).groups()
-        results = {}
-        for case in ET.parse(path).getroot().iter("testcase"):
-            name = f"{case.get('classname')}::{case.get('name')}"
-            if case.find("failure") is not None or case.find("error") is not None:
-                results[name] = "FAIL"
-            elif case.find("skipped") is not None:
-                results[name] = "SKIP"
-            else:
-                results[name] = results.get(name, "OK")
+    for path in Path(directory).glob("*-np*-rank*.*"):
+        match = re.fullmatch(r"(.+)-np(\d+)-rank(\d+)\.(xml|libtest)", path.name)
+        if not match:
+            continue
+        suite, ranks, rank, kind = match.groups()
+        results = junit_file(path) if kind == "xml" else libtest_file(path)
         suites[(suite, int(ranks))][int(rank)] = results
     for (suite, ranks), by_rank in sorted(suites.items()):
         for test in sorted(set().union(*by_rank.values())):
@@ -50,9 +73,9 @@ def pytest_results(directory):
 
 
 passed = failed = skipped = 0
-results = []
-for argument in sys.argv[1:]:
-    results += list(meson_results(argument) if argument.endswith(".json") else pytest_results(argument))
+results = list(meson_results(sys.argv[1]))
+for directory in sys.argv[2:]:
+    results += list(per_rank_results(directory))
 for result in results:
     if result in ("OK", "EXPECTEDFAIL"):
         passed += 1

@@ -29,29 +29,91 @@ def parameter_name(name: str, owner: str) -> str:
     return name
 
 
+LIBRARY_LOOKUP = '''
+"""
+    libddp_path()
+
+The libddp every function below calls, looked up when first called (never frozen at
+precompile time), in the order JLL packages use for overrides:
+
+1. the Preferences.jl setting `libddp_path` of the DDP package
+   (`DDP.set_libddp_path!(path)` writes it to LocalPreferences.toml);
+2. `ENV["DDP_LIBRARY"]`;
+3. the system's `libddp.so.0` through the dynamic loader (`ldconfig`, `LD_LIBRARY_PATH`).
+
+A `libddp_jll` would come between 2 and 3, its `libddp_path` taking the place of the
+system library. `ccall` caches the result per call site, so the lookup runs once.
+"""
+function libddp_path()
+    path = LIBDDP_PATH[]
+    path === nothing || return path
+    preferred = Preferences.load_preference(parentmodule(@__MODULE__), "libddp_path", nothing)
+    found = if preferred !== nothing
+        loadable(preferred, "the Preferences.jl setting libddp_path")
+    elseif !isempty(get(ENV, "DDP_LIBRARY", ""))
+        loadable(ENV["DDP_LIBRARY"], "DDP_LIBRARY")
+    else
+        loadable(Sys.isapple() ? "libddp.0.dylib" : "libddp.so.0", "the system loader")
+    end
+    LIBDDP_PATH[] = found
+    return found
+end
+
+const LIBDDP_PATH = Ref{Union{Nothing, String}}(nothing)
+
+"""The path when the loader can open it, else an error saying where it came from."""
+function loadable(path::AbstractString, source::AbstractString)
+    handle = Libdl.dlopen(path; throw_error = false)
+    handle === nothing && error("libddp: cannot load $(repr(path)) (from $source); install " *
+                                "libddp or point DDP_LIBRARY or the libddp_path preference at it")
+    return String(path)
+end
+
+function __init__()
+    LIBDDP_PATH[] = nothing  # looked up again in every session
+end
+'''
+
+
+def docstring(text: str, signature: str | None = None) -> str:
+    """A Julia docstring from a header comment: `$` and backslashes escaped."""
+    body = text.replace("\\", "\\\\").replace("$", "\\$").replace('"""', '\\"""')
+    if signature:
+        body = f"    {signature}\n\n{body}"
+    return f'"""\n{body}\n"""'
+
+
 def emit(header: Header) -> str:
     out = [generated_notice(header) + '''"""
 The raw layer of libddp: every constant, enum, struct, handle and function of
-include/ddp/ddp.h under its C name, calling the library with `@ccall`. Functions
-return the `ddp_status`; the Julia package's API turns it into exceptions.
+include/ddp/ddp.h under its C name, calling the library with `@ccall`, each function
+documented with the header's comment. Functions return the `ddp_status`; the DDP
+module around this one turns it into exceptions.
 """
 module LibDDP
 
 using CEnum
-
-"""libddp's path: `ENV["DDP_LIBRARY"]` when set at load time, else the system's `libddp`."""
-const libddp = get(ENV, "DDP_LIBRARY", "libddp")
-''']
+using Libdl
+using Preferences
+''' + LIBRARY_LOOKUP]
     out += [f"const {c.name} = {c.value}" for c in header.constants]
     for e in header.enums:
         base = "Int32" if any(value < 0 for _, value in e.items) else "UInt32"
         out.append(f"\n@cenum {e.name}::{base} begin")
         out += [f"    {name} = {value}" for name, value in e.items]
         out.append("end")
+        if e.name in header.docs:
+            out.append(f"@doc {docstring(header.docs[e.name])} {e.name}")
     for o in header.opaques:
-        out.append(f"\nmutable struct {o.name} end")
+        out.append("")
+        if o.name in header.docs:
+            out.append(docstring(header.docs[o.name]))
+        out.append(f"mutable struct {o.name} end")
     for s in header.structs:
-        out.append(f"\nstruct {s.name}")
+        out.append("")
+        if s.name in header.docs:
+            out.append(docstring(header.docs[s.name]))
+        out.append(f"struct {s.name}")
         out += [f"    {f.name}::{julia_type(f.type)}" for f in s.fields]
         out.append("end")
     out.append("")
@@ -62,8 +124,11 @@ const libddp = get(ENV, "DDP_LIBRARY", "libddp")
     for f in header.functions:
         names = [parameter_name(p.name, f.name) for p in f.params]
         typed = ", ".join(f"{n}::{julia_type(p.type)}" for n, p in zip(names, f.params))
-        out.append(f"\nfunction {f.name}({', '.join(names)})")
-        out.append(f"    @ccall libddp.{f.name}({typed})::{julia_type(f.result)}")
+        out.append("")
+        if f.name in header.docs:
+            out.append(docstring(header.docs[f.name], f"{f.name}({', '.join(names)})"))
+        out.append(f"function {f.name}({', '.join(names)})")
+        out.append(f"    @ccall libddp_path().{f.name}({typed})::{julia_type(f.result)}")
         out.append("end")
     out.append("\nend # module")
     return "\n".join(out) + "\n"

@@ -12,6 +12,7 @@ import ast
 import re
 import subprocess
 import tempfile
+import textwrap
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +92,9 @@ class Header:
     opaques: list[Opaque] = field(default_factory=list)
     function_pointers: list[FunctionPointer] = field(default_factory=list)
     functions: list[Function] = field(default_factory=list)
+    # The `/** ... */` comment right before each function and typedef, by name
+    # (SWIG's XML drops comments, so these come from the header's text).
+    docs: dict[str, str] = field(default_factory=dict)
 
     def type_names(self) -> set[str]:
         groups = (self.enums, self.structs, self.opaques, self.function_pointers)
@@ -272,6 +276,21 @@ def declared_macros(header_text: str) -> set[str]:
     return set(re.findall(r"^\s*#\s*define\s+(DDP_\w+)", header_text, re.M)) - NON_API_MACROS
 
 
+DOC_COMMENT = re.compile(
+    r"/\*\*(?!<)((?:(?!\*/).)*)\*/\s*"
+    r"(?:DDP_API[^;(]*?\b(ddp_\w+)\s*\(|typedef\s+(?:struct|enum)\s+(\w+))", re.S)
+
+
+def doc_comments(header_text: str) -> dict[str, str]:
+    """Each documented declaration's comment as plain text, its `*` margin removed."""
+    docs = {}
+    for match in DOC_COMMENT.finditer(header_text):
+        first, *rest = match.group(1).splitlines()
+        rest = textwrap.dedent("\n".join(re.sub(r"^\s*\*", "", line) for line in rest))
+        docs[match.group(2) or match.group(3)] = (first.strip() + "\n" + rest).strip()
+    return docs
+
+
 def declared_functions(header_text: str) -> set[str]:
     return set(re.findall(r"DDP_API\s+[^;(]*?\b(ddp_\w+)\s*\(", header_text))
 
@@ -298,6 +317,7 @@ def read_header(header: Path) -> Header:
             raise GeneratorError(f"unknown construct <{node.tag}> kind={a.get('kind')!r} "
                                  f"name={a.get('name')!r} in {header.name}")
     check_complete(model, header.read_text())
+    model.docs = doc_comments(header.read_text())
     return model
 
 

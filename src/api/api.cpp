@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "api/options.hpp"
 #include "api/validate.hpp"
@@ -27,6 +28,9 @@ struct ddp_comm {
     static constexpr uint64_t expected_magic = 0x6464705f636f6d6dull;  // "ddp_comm"
     uint64_t magic = expected_magic;
     std::unique_ptr<ddp::Communicator> live;
+    /// At process exit: a communicator the program never finalized is left
+    /// alone (tearing it down could wait for peers), not destroyed.
+    ~ddp_comm() { static_cast<void>(live.release()); }
 };
 
 struct ddp_request {
@@ -44,6 +48,13 @@ using namespace ddp;
 
 std::mutex init_mutex;
 bool world_live = false;  // guarded by init_mutex
+
+/// Every handle ddp_init returned. Handles outlive ddp_finalize (see its
+/// doc) until the process ends; kept here, so that they are not leaks.
+std::vector<std::unique_ptr<ddp_comm>>& handles() {
+    static std::vector<std::unique_ptr<ddp_comm>> all;  // guarded by init_mutex
+    return all;
+}
 
 // After a failed start, how long a rank waits for its peers to fail too.
 constexpr double failed_start_wait_s = 10;
@@ -266,7 +277,8 @@ DDP_API ddp_status ddp_init(const ddp_init_options* opts_in, ddp_comm** world) {
                      std::to_string(started.local_rank()) + " of " + std::to_string(started.local_size()) +
                      ", device " + std::to_string(device));
         world_live = true;
-        *world = handle.release();  // owned by the caller; see ddp_finalize
+        *world = handle.get();
+        handles().push_back(std::move(handle));
     });
 }
 
@@ -274,11 +286,11 @@ DDP_API ddp_status ddp_finalize(ddp_comm* world) {
     return guarded([&] {
         require_not_null(world, "world");
         if (world->magic != ddp_comm::expected_magic) fail(DDP_ERR_INVALID_ARGUMENT, "world does not point to a ddp_comm");
-        if (!world->live) return;  // already finalized
         std::lock_guard lock(init_mutex);
+        if (!world->live) return;  // already finalized
+        world->live->finalize();  // refused (nothing released) while another thread is inside a collective
         std::unique_ptr<Communicator> communicator = std::move(world->live);
         world_live = false;
-        communicator->finalize();
     });
 }
 
@@ -572,10 +584,18 @@ DDP_API ddp_status ddp_reducer_wait(ddp_reducer* reducer) {
 
 DDP_API ddp_status ddp_reducer_free(ddp_reducer* reducer) {
     if (reducer == nullptr) return DDP_OK;
-    std::unique_ptr<ddp_reducer> owned(reducer);
     return guarded([&] {
-        if (owned->comm == nullptr || owned->comm->magic != ddp_comm::expected_magic || !owned->comm->live) return;
-        if (owned->reducer->step_open()) owned->comm->live->run_reducer_call([&] { owned->reducer->wait(); });
+        const bool comm_live = reducer->comm != nullptr && reducer->comm->magic == ddp_comm::expected_magic &&
+                               reducer->comm->live;
+        if (!comm_live) {  // the communicator is gone: nothing can be in flight any more
+            std::unique_ptr<ddp_reducer> owned(reducer);
+            return;
+        }
+        // Refused (and nothing freed) while another thread is inside a call on the communicator.
+        reducer->comm->live->run_reducer_call([&] {
+            std::unique_ptr<ddp_reducer> owned(reducer);
+            if (owned->reducer->step_open()) owned->reducer->wait();
+        });
     });
 }
 

@@ -40,11 +40,14 @@ struct PeerStatus {
     bool in_call = false;    ///< whether it is still inside that collective
 };
 
-/// A message a rank sends to all its peers when it gives up on a collective.
+/// A message a rank sends to all its peers when it stops taking part: it
+/// gave up on a collective (a timeout), was aborted, or is finalizing.
 struct AbortNotice {
+    enum class Reason : uint64_t { gave_up = 0, aborted = 1, finalizing = 2 };
     int from_rank = -1;
-    uint64_t sequence = 0;
-    uint64_t kind = 0;
+    uint64_t sequence = 0;  ///< the sender's last collective (its number)
+    uint64_t kind = 0;      ///< and its CollectiveKind
+    Reason reason = Reason::gave_up;
 };
 
 class Backend {

@@ -62,18 +62,47 @@ PeerStatus ControlPlane::status() const {
                       in_call_.load(std::memory_order_acquire)};
 }
 
-void ControlPlane::require_usable() {
-    if (!backend_.answers_in_background()) backend_.poll_control();
-    if (!broken()) {
-        if (auto notice = backend_.abort_notice()) peer_gave_up(*notice, nullptr);
-        return;
+void ControlPlane::require_usable(bool may_poll) {
+    if (may_poll && !backend_.answers_in_background()) backend_.poll_control();
+    if (broken()) fail_broken("", nullptr);
+    if (auto failure = failure_from_notice(sequence_.load(std::memory_order_relaxed) + 1))
+        fail_broken(*failure, nullptr);
+}
+
+std::optional<std::string> ControlPlane::failure_from_notice(uint64_t sequence) {
+    const std::optional<AbortNotice> notice = backend_.abort_notice();
+    if (!notice) return std::nullopt;
+    const std::string peer = "rank " + std::to_string(notice->from_rank);
+    const std::string mine = "rank " + std::to_string(backend_.rank());
+    const std::string its_call = notice->sequence == 0 ? std::string("its first collective")
+                                                       : call_name(notice->kind, notice->sequence);
+    switch (notice->reason) {
+    case AbortNotice::Reason::finalizing:
+        if (sequence <= notice->sequence) return std::nullopt;  // the peer took part in this one
+        return peer + " finalized the communicator after " + its_call + ", so " + mine + "'s collective #" +
+               std::to_string(sequence) + " can never complete; the communicator is unusable";
+    case AbortNotice::Reason::aborted:
+        return peer + " aborted the communicator (ddp_comm_abort, after " + its_call + ") and told " + mine +
+               "; the communicator is unusable: finalize it and end the job";
+    case AbortNotice::Reason::gave_up:
+        if (sequence < notice->sequence) return std::nullopt;  // an earlier call every rank joined
+        return peer + " gave up on " + its_call + " after its timeout and told " + mine +
+               "; the communicator is unusable: finalize it and end the job";
     }
+    return peer + " sent an unknown notice; the communicator is unusable";
+}
+
+void ControlPlane::fail_broken(const std::string& message, std::unique_ptr<Pending> pending) {
+    if (pending) backend_.abandon(std::move(pending));
+    if (!message.empty()) mark_broken(message);
     std::lock_guard lock(broken_mutex_);
     fail(DDP_ERR_TIMEOUT, broken_message_);
 }
 
 void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, WaitStyle style) {
     if (!pending) return;
+    // Broken already (a timeout of an earlier bucket, ddp_comm_abort): no new wait.
+    if (broken()) fail_broken("", std::move(pending));
     const auto start = Clock::now();
     auto next_control = start + control_interval;
     for (;;) {
@@ -81,7 +110,8 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
         const auto now = Clock::now();
         if (now >= next_control) {
             backend_.poll_control();
-            if (auto notice = backend_.abort_notice()) peer_gave_up(*notice, std::move(pending));
+            if (broken()) fail_broken("", std::move(pending));  // aborted from another thread
+            if (auto failure = failure_from_notice(call.sequence)) fail_broken(*failure, std::move(pending));
             if (!call.stall_reported && now >= call.stall_warning_at) report_stall(call);
             next_control = Clock::now() + control_interval;
         }
@@ -99,14 +129,20 @@ void ControlPlane::abort(const std::string& reason) {
     const PeerStatus mine = status();
     mark_broken("rank " + std::to_string(backend_.rank()) + " aborted the communicator (" + reason +
                 "); it is unusable: finalize it and end the job");
-    backend_.send_abort(AbortNotice{backend_.rank(), mine.sequence, mine.kind});
+    backend_.send_abort(AbortNotice{backend_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::aborted});
+}
+
+void ControlPlane::announce_finalize() {
+    const PeerStatus mine = status();
+    backend_.send_abort(AbortNotice{backend_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::finalizing});
 }
 
 void ControlPlane::give_up(CallContext& call, std::unique_ptr<Pending> pending) {
     backend_.abandon(std::move(pending));
     const double waited = duration<double>(Clock::now() - call.started).count();
     // Peers learn first, so that they stop waiting while this rank asks around.
-    backend_.send_abort(AbortNotice{backend_.rank(), call.sequence, static_cast<uint64_t>(call.kind)});
+    backend_.send_abort(AbortNotice{backend_.rank(), call.sequence, static_cast<uint64_t>(call.kind),
+                                    AbortNotice::Reason::gave_up});
     const std::string missing = who_is_missing(call, deadline_after(std::min(answer_wait_s, waited)));
     const std::string message = call_name(static_cast<uint64_t>(call.kind), call.sequence) + " timed out on rank " +
                                 std::to_string(backend_.rank()) + " after " + seconds_text(waited) + ": " + missing +
@@ -114,16 +150,7 @@ void ControlPlane::give_up(CallContext& call, std::unique_ptr<Pending> pending) 
                                 "call may still be written until the process ends";
     mark_broken(message);
     log_line(backend_.rank(), backend_.size(), DDP_LOG_ERROR, message);
-    fail(DDP_ERR_TIMEOUT, message);
-}
-
-void ControlPlane::peer_gave_up(const AbortNotice& notice, std::unique_ptr<Pending> pending) {
-    if (pending) backend_.abandon(std::move(pending));
-    mark_broken("rank " + std::to_string(notice.from_rank) + " gave up on " + call_name(notice.kind, notice.sequence) +
-                " (a timeout, or ddp_comm_abort) and told rank " + std::to_string(backend_.rank()) +
-                "; the communicator is unusable: finalize it and end the job");
-    require_usable();
-    fail(DDP_ERR_INTERNAL, "a broken communicator was usable");
+    fail_broken("", nullptr);
 }
 
 void ControlPlane::report_stall(CallContext& call) {

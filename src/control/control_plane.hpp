@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "backend/backend.hpp"
@@ -59,11 +60,17 @@ public:
     /// the operation, marks the communicator broken and throws DDP_ERR_TIMEOUT.
     void wait(CallContext& call, std::unique_ptr<Pending> pending, WaitStyle style);
 
-    /// Throws DDP_ERR_TIMEOUT (with the reason) once the communicator is broken.
-    void require_usable();
+    /// Throws DDP_ERR_TIMEOUT (with the reason) once the communicator is
+    /// broken, or when a peer's notice rules out a collective starting now.
+    /// `may_poll`: whether this thread may receive control messages (not
+    /// while the async worker may be inside the backend, below
+    /// MPI_THREAD_MULTIPLE).
+    void require_usable(bool may_poll = true);
     bool broken() const { return broken_.load(std::memory_order_acquire); }
     /// Breaks the communicator on purpose and tells the peers (ddp_comm_abort).
     void abort(const std::string& reason);
+    /// Tells the peers that this rank takes part in no further collective.
+    void announce_finalize();
 
     double timeout_s() const { return timeout_s_; }
     /// What this rank is doing, as peers are told.
@@ -71,7 +78,13 @@ public:
 
 private:
     [[noreturn]] void give_up(CallContext& call, std::unique_ptr<Pending> pending);
-    [[noreturn]] void peer_gave_up(const AbortNotice& notice, std::unique_ptr<Pending> pending);
+    /// The failure a peer's notice means for this rank's collective number
+    /// `sequence`, if any (a peer that finalized after call 5 still lets
+    /// call 5 finish here).
+    std::optional<std::string> failure_from_notice(uint64_t sequence);
+    /// Abandons `pending`, marks the communicator broken with `message` (the
+    /// first reason stays) and throws DDP_ERR_TIMEOUT with the first reason.
+    [[noreturn]] void fail_broken(const std::string& message, std::unique_ptr<Pending> pending);
     void report_stall(CallContext& call);
     /// "rank 1 has not joined (its last call: barrier #4, finished)", ...
     std::string who_is_missing(const CallContext& call, Clock::time_point answer_deadline);

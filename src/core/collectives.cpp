@@ -1,11 +1,13 @@
 #include "core/collectives.hpp"
 
 #include <cstring>
+#include <new>
 #include <functional>
 
 #include "control/agreement.hpp"
 #include "device/cpu/elementwise.hpp"
 #include "util/dtype.hpp"
+#include "util/error.hpp"
 #include "util/hash.hpp"
 
 namespace ddp {
@@ -102,7 +104,13 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
             if (pack_before) pack(plan, step, tensors, current.data);
         }
         current.pending = start(current.data, step.elements, step.dtype);
-        finish(previous);
+        try {
+            finish(previous);
+        } catch (...) {
+            // The step already started may still write: keep it with the abandoned ones.
+            if (current.pending) comm.backend().abandon(std::move(current.pending));
+            throw;
+        }
         previous = std::move(current);
     }
     finish(previous);
@@ -210,9 +218,20 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
         if (call.identical != nullptr) *call.identical = true;
         return;
     }
-    if (call.kind == CollectiveKind::check_replicas) return compare_replicas(comm, context, call);
-    const FusionPlan& plan = comm.plans().plan(words, call.tensors, policy_for_bucket_bytes(call.fusion_bytes));
-    move_data(comm, context, call, plan);
+    // Past agreement the peers count on this rank: if it fails on its own
+    // (out of memory, a backend error), they are told at once instead of
+    // waiting for their timeout.
+    try {
+        if (call.kind == CollectiveKind::check_replicas) return compare_replicas(comm, context, call);
+        const FusionPlan& plan = comm.plans().plan(words, call.tensors, policy_for_bucket_bytes(call.fusion_bytes));
+        move_data(comm, context, call, plan);
+    } catch (const Error& error) {
+        if (error.status() != DDP_ERR_TIMEOUT) control.abort(std::string(error.what()));
+        throw;
+    } catch (const std::bad_alloc&) {
+        control.abort("out of memory during " + std::string(kind_name(static_cast<uint64_t>(call.kind))));
+        throw;
+    }
 }
 
 void announce_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s) {

@@ -45,7 +45,7 @@ void refuse_during_reducer_step(bool open) {
 
 void Communicator::run(const std::function<void()>& collective) {
     Entry entry(in_use_);
-    refuse_during_reducer_step(reducer_step_open_);
+    refuse_during_reducer_step(reducer_step_owner_ != nullptr);
     worker_.drain();
     collective();
 }
@@ -57,8 +57,8 @@ void Communicator::run_reducer_call(const std::function<void()>& call) {
 
 std::shared_ptr<RequestState> Communicator::submit(std::function<void()> collective) {
     Entry entry(in_use_);
-    refuse_during_reducer_step(reducer_step_open_);
-    control_.require_usable();
+    refuse_during_reducer_step(reducer_step_owner_ != nullptr);
+    control_.require_usable(backend_->allows_concurrent_calls());  // the worker may be inside the backend
     if (!backend_->allows_background_thread())
         fail(DDP_ERR_UNSUPPORTED,
              "async collectives need MPI_THREAD_SERIALIZED or better, but MPI was initialized "
@@ -106,7 +106,11 @@ bool Communicator::peers_reach_finalize() {
 }
 
 void Communicator::finalize() {
+    Entry entry(in_use_);
     worker_.stop();
+    // A peer still inside (or about to start) a collective this rank never
+    // joins fails at once instead of waiting for its timeout.
+    control_.announce_finalize();
     const bool peers_present = peers_reach_finalize();
     if (!peers_present)
         log_line(backend_->rank(), backend_->size(), DDP_LOG_ERROR,

@@ -48,9 +48,11 @@ public:
     std::shared_ptr<RequestState> drive_in_background(std::function<void()> job) {
         return worker_.submit(std::move(job));
     }
-    /// Opens or closes a reducer step: while one is open, no other
-    /// collective may start (it would interleave with the bucket reductions).
-    void set_reducer_step_open(bool open) { reducer_step_open_ = open; }
+    /// The reducer whose step is open (nullptr: none). While one is open, no
+    /// other collective, and no other reducer's step, may start: it would
+    /// interleave with the bucket reductions.
+    const void* reducer_step_owner() const { return reducer_step_owner_; }
+    void set_reducer_step_owner(const void* owner) { reducer_step_owner_ = owner; }
 
     /// A scratch buffer of at least `bytes`, kept between calls.
     std::span<std::byte> fusion_buffer(size_t bytes);
@@ -72,7 +74,7 @@ private:
     ControlPlane control_;
     int device_;
     std::atomic<bool> in_use_{false};
-    bool reducer_step_open_ = false;  // touched only by the thread holding in_use_
+    const void* reducer_step_owner_ = nullptr;  // touched only by the thread holding in_use_
     std::vector<std::byte> buffer_;
     PlanCache plans_{8};
     AsyncWorker worker_;  // last: its thread stops before the rest goes

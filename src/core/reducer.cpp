@@ -21,20 +21,47 @@ std::string explain_marks(std::span<const uint64_t> a, int rank_a, std::span<con
         if (is_marked(a, i) == is_marked(b, i)) continue;
         const bool a_marked = is_marked(a, i);
         return "reducer step #" + std::to_string(step) + ": rank " + std::to_string(a_marked ? rank_a : rank_b) +
-               " marked gradient " + std::to_string(i) + " ready but rank " + std::to_string(a_marked ? rank_b : rank_a) +
+               " marked gradient " + std::to_string(i) + " ready but rank " +
+               std::to_string(a_marked ? rank_b : rank_a) +
                " did not (every rank must mark the same gradients each step; this step's gradients are undefined)";
     }
     return "reducer step #" + std::to_string(step) + ": ranks marked different gradients";
 }
 
+/// Bucket memory a failed step may still be written into, kept until the
+/// backend is finalized (or the process ends).
+class KeptBucket final : public Pending {
+public:
+    explicit KeptBucket(std::vector<std::byte> storage) : storage_(std::move(storage)) {}
+    bool test() override { return false; }
+
+private:
+    std::vector<std::byte> storage_;
+};
+
 }  // namespace
 
 Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_op op, int64_t bucket_bytes,
                  double timeout_s)
-    : comm_(comm), op_(op), timeout_s_(timeout_s) {
+    : comm_(comm), op_(op), bucket_bytes_(bucket_bytes), timeout_s_(timeout_s) {
+    for (const ddp_tensor& tensor : gradients)
+        layout_.push_back(ddp_tensor{nullptr, tensor.count, tensor.dtype, tensor.device_type, 0, 0});
+    // Agree first: a rank whose list differs allocates nothing.
+    ControlPlane& control = comm_.control();
+    CallContext context = control.begin(CollectiveKind::reducer_create, timeout_s_);
+    struct End {
+        ControlPlane& control;
+        ~End() { control.end(); }
+    } end{control};
+    agree(comm_.backend(), control, context,
+          encode(CallDescription{CollectiveKind::reducer_create, op, 0, bucket_bytes, 0, layout_}));
+
     // Buckets in reverse list order (a backward pass produces the last
     // layer's gradients first), one open bucket per dtype, each closed when
-    // the next gradient would take it past bucket_bytes.
+    // the next gradient would take it past bucket_bytes. Compared in
+    // elements, so nothing overflows: a bucket never exceeds bucket_bytes
+    // (an int64_t) unless it holds one gradient, whose bytes validation
+    // already bounded.
     std::map<ddp_dtype, size_t> open;
     location_.resize(gradients.size());
     for (size_t i = gradients.size(); i-- > 0;) {
@@ -42,7 +69,7 @@ Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_
         const ddp_dtype dtype = dtype_of(tensor);
         const auto width = static_cast<int64_t>(element_size(dtype));
         auto found = open.find(dtype);
-        if (found == open.end() || (buckets_[found->second].elements + tensor.count) * width > bucket_bytes) {
+        if (found == open.end() || buckets_[found->second].elements + tensor.count > bucket_bytes / width) {
             buckets_.push_back(Bucket{dtype});
             found = open.insert_or_assign(dtype, buckets_.size() - 1).first;
         }
@@ -56,15 +83,15 @@ Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_
         bucket.unmarked = bucket.member_count;
     }
     marked_.assign((gradients.size() + 63) / 64, 0);
+}
 
-    ControlPlane& control = comm_.control();
-    CallContext context = control.begin(CollectiveKind::reducer_create, timeout_s_);
-    struct End {
-        ControlPlane& control;
-        ~End() { control.end(); }
-    } end{control};
-    agree(comm_.backend(), control, context,
-          encode(CallDescription{CollectiveKind::reducer_create, op, 0, bucket_bytes, 0, gradients}));
+Reducer::~Reducer() {
+    if (!transfers_abandoned_) return;
+    for (Bucket& bucket : buckets_) comm_.backend().abandon(std::make_unique<KeptBucket>(std::move(bucket.storage)));
+}
+
+std::vector<uint64_t> Reducer::description() const {
+    return encode(CallDescription{CollectiveKind::reducer_step, op_, 0, bucket_bytes_, 0, layout_});
 }
 
 ddp_tensor Reducer::gradient(int64_t index) const {
@@ -75,14 +102,30 @@ ddp_tensor Reducer::gradient(int64_t index) const {
     return ddp_tensor{where.count > 0 ? start : nullptr, where.count, where.dtype, DDP_DEVICE_CPU, 0, 0};
 }
 
+void Reducer::require_step_owner() const {
+    const void* owner = comm_.reducer_step_owner();
+    if (owner != nullptr && owner != this)
+        fail(DDP_ERR_INVALID_ARGUMENT,
+             "another reducer's step is open on this communicator: call ddp_reducer_wait on it first (the steps "
+             "of two reducers must not interleave)");
+}
+
 void Reducer::open_step() {
     if (step_) return;
     comm_.drain_async();  // earlier async requests first: collectives run in one order
     step_ = comm_.control().begin(CollectiveKind::reducer_step, timeout_s_);
-    comm_.set_reducer_step_open(true);
+    comm_.set_reducer_step_owner(this);
+    try {
+        agree(comm_.backend(), comm_.control(), *step_, description());
+    } catch (...) {
+        close_step(false);
+        throw;
+    }
 }
 
 void Reducer::mark_ready(int64_t index) {
+    require_step_owner();
+    comm_.control().require_usable();
     const auto i = static_cast<size_t>(index);
     if (is_marked(marked_, i))
         fail(DDP_ERR_INVALID_ARGUMENT, "gradient " + std::to_string(index) + " was already marked ready in this step");
@@ -98,7 +141,10 @@ void Reducer::start_buckets(bool all) {
     while (next_to_start_ < buckets_.size() && (all || buckets_[next_to_start_].unmarked == 0)) {
         Bucket& bucket = buckets_[next_to_start_++];
         bucket.started = true;
-        if (backend.size() == 1 || bucket.elements == 0) continue;
+        if (backend.size() == 1 || bucket.elements == 0) {
+            bucket.finished = true;
+            continue;
+        }
         bucket.pending = backend.start_allreduce(bucket.storage.data(), bucket.elements, bucket.dtype,
                                                  op_ == DDP_OP_AVG ? DDP_OP_SUM : op_);
         if (!backend.allows_concurrent_calls()) continue;
@@ -111,23 +157,30 @@ void Reducer::start_buckets(bool all) {
     }
 }
 
+void Reducer::progress() {
+    for (size_t b = 0; b < next_to_start_; ++b) {
+        Bucket& bucket = buckets_[b];
+        if (bucket.pending && bucket.pending->test()) {
+            bucket.pending.reset();
+            bucket.finished = true;
+        }
+    }
+}
+
 void Reducer::finish_bucket(Bucket& bucket) {
     if (bucket.driven) {
         std::string message;
         const ddp_status status = bucket.driven->wait(message);
         bucket.driven.reset();
         if (status != DDP_OK) fail(status, message);
-        return;
+    } else {
+        comm_.control().wait(*step_, std::move(bucket.pending), WaitStyle::for_data);
     }
-    comm_.control().wait(*step_, std::move(bucket.pending), WaitStyle::for_data);
-}
-
-void Reducer::progress() {
-    for (size_t b = 0; b < next_to_start_; ++b)
-        if (buckets_[b].pending && buckets_[b].pending->test()) buckets_[b].pending.reset();
+    bucket.finished = true;
 }
 
 void Reducer::wait() {
+    require_step_owner();
     open_step();
     try {
         start_buckets(true);  // unmarked ones too: no peer may wait for ever
@@ -139,50 +192,42 @@ void Reducer::wait() {
                             static_cast<double>(comm_.backend().size()));
         }
         const uint64_t step = step_->sequence;
-        agree_on_words(comm_.backend(), control, *step_, marked_,
-                       [step](auto a, int rank_a, auto b, int rank_b) { return explain_marks(a, rank_a, b, rank_b, step); });
+        agree_on_words(comm_.backend(), control, *step_, marked_, [step](auto a, int rank_a, auto b, int rank_b) {
+            return explain_marks(a, rank_a, b, rank_b, step);
+        });
+    } catch (const Error& error) {
+        close_step(true);
+        // A failure of this rank's own (not a mismatch or a timeout every
+        // rank sees) must not leave the peers waiting for it.
+        if (error.status() != DDP_ERR_MISMATCH && error.status() != DDP_ERR_TIMEOUT)
+            comm_.control().abort(error.what());
+        throw;
     } catch (...) {
-        finish_step();
+        close_step(true);
+        comm_.control().abort("an unexpected error in ddp_reducer_wait");
         throw;
     }
-    finish_step();
+    close_step(false);
 }
 
-namespace {
-/// A bucket's storage, kept alive with the reduction a failed step left in
-/// flight, since MPI may still write into it.
-class AbandonedBucket final : public Pending {
-public:
-    AbandonedBucket(std::unique_ptr<Pending> reduction, std::vector<std::byte> storage)
-        : reduction_(std::move(reduction)), storage_(std::move(storage)) {}
-    bool test() override { return reduction_->test(); }
-
-private:
-    std::unique_ptr<Pending> reduction_;
-    std::vector<std::byte> storage_;
-};
-}  // namespace
-
-void Reducer::finish_step() {
+void Reducer::close_step(bool failed) {
     for (Bucket& bucket : buckets_) {
-        bucket.unmarked = bucket.member_count;
-        bucket.started = false;
-        if (bucket.driven) {  // only after a failure: the worker ends it within the step's deadline
+        if (failed && bucket.driven) {  // the worker ends it within the step's deadline
             std::string ignored;
             bucket.driven->wait(ignored);
             bucket.driven.reset();
         }
-        if (bucket.pending) {  // only after a failure: hand it over with its memory, and start afresh
-            const size_t bytes = bucket.storage.size();
-            comm_.backend().abandon(std::make_unique<AbandonedBucket>(std::move(bucket.pending), std::move(bucket.storage)));
-            bucket.storage.assign(bytes, std::byte{0});
-        }
+        if (failed && bucket.pending) comm_.backend().abandon(std::move(bucket.pending));
+        // A reduction that did not finish may still write into the bucket.
+        if (failed && bucket.started && !bucket.finished) transfers_abandoned_ = true;
+        bucket.unmarked = bucket.member_count;
+        bucket.started = bucket.finished = false;
     }
     std::fill(marked_.begin(), marked_.end(), 0);
     next_to_start_ = 0;
     step_.reset();
     comm_.control().end();
-    comm_.set_reducer_step_open(false);
+    comm_.set_reducer_step_owner(nullptr);
 }
 
 }  // namespace ddp

@@ -21,6 +21,9 @@ public:
     /// rank (collective). `gradients` is validated (data is ignored).
     Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_op op, int64_t bucket_bytes,
             double timeout_s);
+    /// Keeps the buckets alive with the backend when a failed step may have
+    /// left MPI writing into them.
+    ~Reducer();
     Reducer(const Reducer&) = delete;
     Reducer& operator=(const Reducer&) = delete;
 
@@ -28,7 +31,7 @@ public:
     /// Gradient `index`'s storage in its bucket.
     ddp_tensor gradient(int64_t index) const;
     /// Marks gradient `index` computed; starts every bucket that is now
-    /// complete and next in order.
+    /// complete and next in order. The first mark of a step agrees on it.
     void mark_ready(int64_t index);
     /// Finishes the step (collective) and readies the next one.
     void wait();
@@ -44,6 +47,7 @@ private:
         std::unique_ptr<Pending> pending;      ///< the reduction in flight, driven by this thread
         std::shared_ptr<RequestState> driven;  ///< or by the communicator's worker
         bool started = false;
+        bool finished = false;
     };
     struct Location {
         size_t bucket;
@@ -52,6 +56,10 @@ private:
         ddp_dtype dtype;
     };
 
+    /// Refuses a call while another reducer's step is open on the communicator.
+    void require_step_owner() const;
+    /// Opens the step: every rank agrees it starts a step of this reducer
+    /// (never a different collective) before any bucket moves.
     void open_step();
     /// Starts buckets in index order (the same order on every rank, as MPI
     /// requires), as long as the next one is complete or `all` is set.
@@ -61,16 +69,22 @@ private:
     void progress();
     /// Waits for bucket `b`'s reduction, wherever it is driven.
     void finish_bucket(Bucket& bucket);
-    void finish_step();
+    /// Ends the step; after a failure, remembers whether MPI may still
+    /// write into a bucket.
+    void close_step(bool failed);
+    std::vector<uint64_t> description() const;
 
     Communicator& comm_;
     ddp_op op_;
+    int64_t bucket_bytes_;
     double timeout_s_;
+    std::vector<ddp_tensor> layout_;  ///< the registered list (dtype and count)
     std::vector<Bucket> buckets_;
     std::vector<Location> location_;
     std::vector<uint64_t> marked_;  ///< one bit per gradient, this step
     size_t next_to_start_ = 0;
     std::optional<CallContext> step_;
+    bool transfers_abandoned_ = false;  ///< a failed step left reductions in flight
 };
 
 }  // namespace ddp

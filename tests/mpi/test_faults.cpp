@@ -4,6 +4,10 @@
 //    already queued fail at once instead of each waiting a fresh timeout.
 //  - Faults.StallNamesTheMissingRank: past DDP_STALL_WARN_S a waiting rank
 //    logs which rank has not joined and what it last called.
+//  - Faults.AFinalizedPeerFailsLaterCollectivesAtOnce: a rank that calls one
+//    collective more than its finalized peer fails at once, not at its timeout.
+//  - Faults.AbortFromAWatchdogThreadEndsTheCallInProgress: ddp_comm_abort
+//    from another thread ends this rank's own waiting call and its peers'.
 // Run with 2 ranks; the meson test sets DDP_TIMEOUT_S and DDP_STALL_WARN_S.
 #include <chrono>
 #include <mutex>
@@ -11,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#define DDP_EXPERIMENTAL_API
 #include "mpi_test_main.hpp"
 
 using mpi_test::message;
@@ -70,6 +75,36 @@ TEST(Faults, StallNamesTheMissingRank) {
     } else {
         std::this_thread::sleep_for(std::chrono::milliseconds(2500));
         EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
+    }
+}
+
+TEST(Faults, AFinalizedPeerFailsLaterCollectivesAtOnce) {
+    EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
+    if (rank == 0) return;  // main() finalizes rank 0 now
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const auto started = std::chrono::steady_clock::now();
+    EXPECT_EQ(ddp_barrier(world, nullptr), DDP_ERR_TIMEOUT);
+    EXPECT_NE(message().find("rank 0 finalized the communicator after barrier #1"), std::string::npos) << message();
+    EXPECT_LT(seconds_since(started), 1.0);  // the timeout is 8 s
+}
+
+TEST(Faults, AbortFromAWatchdogThreadEndsTheCallInProgress) {
+    const auto started = std::chrono::steady_clock::now();
+    if (rank == 0) {
+        std::thread watchdog([] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+            ddp_comm_abort(world, "watchdog: loss is NaN");
+        });
+        EXPECT_EQ(ddp_barrier(world, nullptr), DDP_ERR_TIMEOUT);  // rank 1 is late: only the abort ends this
+        watchdog.join();
+        EXPECT_NE(message().find("aborted the communicator (watchdog: loss is NaN)"), std::string::npos)
+            << message();
+        EXPECT_LT(seconds_since(started), 2.0);
+    } else {
+        std::this_thread::sleep_for(std::chrono::seconds(2));
+        EXPECT_EQ(ddp_barrier(world, nullptr), DDP_ERR_TIMEOUT);
+        EXPECT_NE(message().find("rank 0 aborted the communicator (ddp_comm_abort"), std::string::npos)
+            << message();
     }
 }
 

@@ -4,6 +4,7 @@
 // the communicator refuses other collectives during a step.
 #define DDP_EXPERIMENTAL_API
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -127,6 +128,42 @@ TEST_F(Reducer, NoOtherCollectiveDuringAStepAndBadIndices) {
     EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
 }
 
+// 0.x: buckets moved with no agreement, so a peer in another collective
+// aborted the whole job (MPI_ERR_TRUNCATE).
+TEST_F(Reducer, APeerInAnotherCollectiveIsAMismatchNotACrash) {
+    if (size == 1) GTEST_SKIP() << "needs two ranks";
+    const int odd = size - 1;
+    ddp_status status;
+    if (rank == odd) {
+        float value = 1;
+        ddp_tensor tensor{&value, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
+        status = ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, nullptr);
+    } else {
+        write(0, counts.size() - 1);
+        status = ddp_reducer_mark_ready(reducer, static_cast<int64_t>(counts.size()) - 1);
+    }
+    EXPECT_EQ(status, DDP_ERR_MISMATCH);
+    EXPECT_NE(message().find("called reducer step but rank " + std::to_string(odd) + " called allreduce"),
+              std::string::npos)
+        << message();
+    EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
+}
+
+TEST_F(Reducer, ASecondReducersStepWaitsForTheFirst) {
+    std::vector<ddp_tensor> one = {{nullptr, 4, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0}};
+    ddp_reducer* second = nullptr;
+    ASSERT_EQ(ddp_reducer_create(world, one.data(), 1, DDP_OP_SUM, nullptr, &second), DDP_OK) << message();
+    write(0, 0);
+    ASSERT_EQ(ddp_reducer_mark_ready(reducer, 0), DDP_OK) << message();
+    EXPECT_EQ(ddp_reducer_mark_ready(second, 0), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(message().find("another reducer's step is open"), std::string::npos) << message();
+    EXPECT_EQ(ddp_reducer_wait(second), DDP_ERR_INVALID_ARGUMENT);
+    ASSERT_EQ(ddp_reducer_wait(reducer), DDP_OK) << message();
+    ASSERT_EQ(ddp_reducer_mark_ready(second, 0), DDP_OK) << message();
+    ASSERT_EQ(ddp_reducer_wait(second), DDP_OK) << message();
+    EXPECT_EQ(ddp_reducer_free(second), DDP_OK);
+}
+
 TEST(ReducerCreate, DifferentListsAreAMismatchOnEveryRank) {
     if (size == 1) GTEST_SKIP() << "needs two ranks";
     std::vector<ddp_tensor> layout = {{nullptr, 10, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0},
@@ -135,6 +172,27 @@ TEST(ReducerCreate, DifferentListsAreAMismatchOnEveryRank) {
     EXPECT_EQ(ddp_reducer_create(world, layout.data(), 2, DDP_OP_SUM, nullptr, &reducer), DDP_ERR_MISMATCH);
     EXPECT_NE(message().find("tensor 1 is f32[12]"), std::string::npos) << message();
     EXPECT_EQ(ddp_reducer_free(nullptr), DDP_OK);
+}
+
+TEST(ReducerCreate, ListsLargerThanMemoryAreOutOfMemoryNotWildPointers) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    GTEST_SKIP() << "the sanitizers' allocators abort on an allocation larger than memory instead of failing it";
+#endif
+    const int64_t huge = (int64_t{1} << 60) - 1;
+    std::vector<ddp_tensor> layout = {{nullptr, huge, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0, 0},
+                                      {nullptr, huge, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0, 0},
+                                      {nullptr, 3, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0, 0}};
+    ddp_reducer* reducer = nullptr;
+    // 0.x's bucket arithmetic wrapped round and gave them an 8-byte bucket.
+    ddp_collective_options one_bucket;
+    ddp_collective_options_init(&one_bucket, sizeof one_bucket);
+    one_bucket.fusion_bytes = INT64_MAX;
+    for (const ddp_collective_options* opts : {static_cast<const ddp_collective_options*>(nullptr),
+                                               static_cast<const ddp_collective_options*>(&one_bucket)}) {
+        EXPECT_EQ(ddp_reducer_create(world, layout.data(), 3, DDP_OP_SUM, opts, &reducer), DDP_ERR_OUT_OF_MEMORY);
+        EXPECT_NE(message().find("out of memory"), std::string::npos) << message();
+    }
+    EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
 }
 
 }  // namespace

@@ -2,15 +2,58 @@
 # Do not edit: change the header and run bindings/generate.
 """
 The raw layer of libddp: every constant, enum, struct, handle and function of
-include/ddp/ddp.h under its C name, calling the library with `@ccall`. Functions
-return the `ddp_status`; the Julia package's API turns it into exceptions.
+include/ddp/ddp.h under its C name, calling the library with `@ccall`, each function
+documented with the header's comment. Functions return the `ddp_status`; the DDP
+module around this one turns it into exceptions.
 """
 module LibDDP
 
 using CEnum
+using Libdl
+using Preferences
 
-"""libddp's path: `ENV["DDP_LIBRARY"]` when set at load time, else the system's `libddp`."""
-const libddp = get(ENV, "DDP_LIBRARY", "libddp")
+"""
+    libddp_path()
+
+The libddp every function below calls, looked up when first called (never frozen at
+precompile time), in the order JLL packages use for overrides:
+
+1. the Preferences.jl setting `libddp_path` of the DDP package
+   (`DDP.set_libddp_path!(path)` writes it to LocalPreferences.toml);
+2. `ENV["DDP_LIBRARY"]`;
+3. the system's `libddp.so.0` through the dynamic loader (`ldconfig`, `LD_LIBRARY_PATH`).
+
+A `libddp_jll` would come between 2 and 3, its `libddp_path` taking the place of the
+system library. `ccall` caches the result per call site, so the lookup runs once.
+"""
+function libddp_path()
+    path = LIBDDP_PATH[]
+    path === nothing || return path
+    preferred = Preferences.load_preference(parentmodule(@__MODULE__), "libddp_path", nothing)
+    found = if preferred !== nothing
+        loadable(preferred, "the Preferences.jl setting libddp_path")
+    elseif !isempty(get(ENV, "DDP_LIBRARY", ""))
+        loadable(ENV["DDP_LIBRARY"], "DDP_LIBRARY")
+    else
+        loadable(Sys.isapple() ? "libddp.0.dylib" : "libddp.so.0", "the system loader")
+    end
+    LIBDDP_PATH[] = found
+    return found
+end
+
+const LIBDDP_PATH = Ref{Union{Nothing, String}}(nothing)
+
+"""The path when the loader can open it, else an error saying where it came from."""
+function loadable(path::AbstractString, source::AbstractString)
+    handle = Libdl.dlopen(path; throw_error = false)
+    handle === nothing && error("libddp: cannot load $(repr(path)) (from $source); install " *
+                                "libddp or point DDP_LIBRARY or the libddp_path preference at it")
+    return String(path)
+end
+
+function __init__()
+    LIBDDP_PATH[] = nothing  # looked up again in every session
+end
 
 const DDP_VERSION_MAJOR = 1
 const DDP_VERSION_MINOR = 0
@@ -32,6 +75,9 @@ const DDP_SHARD_SHUFFLE_MAX_ITEMS = 4294967296
     DDP_ERR_BUFFER_TOO_SMALL = 9
     DDP_ERR_INTERNAL = 10
 end
+@doc """
+What a call did. Values never change once released.
+""" ddp_status
 
 @cenum ddp_dtype::UInt32 begin
     DDP_DTYPE_I8 = 8
@@ -43,6 +89,10 @@ end
     DDP_DTYPE_F64 = 576
     DDP_DTYPE_BF16 = 1040
 end
+@doc """
+Element types. Each value is (DLPack type code << 8) | bits, so a DLPack
+DLDataType {code, bits, lanes=1} maps to exactly one ddp_dtype.
+""" ddp_dtype
 
 @cenum ddp_device_type::UInt32 begin
     DDP_DEVICE_CPU = 1
@@ -51,6 +101,9 @@ end
     DDP_DEVICE_ROCM = 10
     DDP_DEVICE_CUDA_MANAGED = 13
 end
+@doc """
+Where a buffer lives; values equal DLPack's DLDeviceType.
+""" ddp_device_type
 
 @cenum ddp_op::UInt32 begin
     DDP_OP_SUM = 0
@@ -59,6 +112,14 @@ end
     DDP_OP_MAX = 3
     DDP_OP_PROD = 4
 end
+@doc """
+Reduction operations. AVG is SUM divided by the world size, defined for
+floating dtypes only. Integer SUM and PROD wrap around on overflow.
+f16 and bf16 reduce pairwise in single precision, rounding to nearest
+even after each step. MIN and MAX propagate NaN, as PyTorch does: an
+element that is NaN on any rank is NaN in the result, whichever rank
+holds it, whatever the dtype or fusion.
+""" ddp_op
 
 @cenum ddp_backend::UInt32 begin
     DDP_BACKEND_AUTO = 0
@@ -66,6 +127,9 @@ end
     DDP_BACKEND_MPI = 2
     DDP_BACKEND_NCCL = 3
 end
+@doc """
+Which transport carries the data.
+""" ddp_backend
 
 @cenum ddp_log_level::UInt32 begin
     DDP_LOG_DEBUG = 10
@@ -73,18 +137,71 @@ end
     DDP_LOG_WARN = 30
     DDP_LOG_ERROR = 40
 end
+@doc """
+Levels; the numbers equal Python's logging levels.
+""" ddp_log_level
 
 @cenum ddp_shard_strategy::UInt32 begin
     DDP_SHARD_STRIDED = 0
     DDP_SHARD_CONTIGUOUS = 1
 end
 
+"""
+A process group (the world). Opaque; always used through a pointer.
+"""
 mutable struct ddp_comm end
 
+"""
+An operation in flight. Opaque.
+"""
 mutable struct ddp_request end
 
+"""
+Persistent gradient buckets (PyTorch DDP's reducer): the way a training
+loop should reduce its gradients every step.
+
+Register the gradient list once with ddp_reducer_create: libddp plans the
+buckets once (in reverse list order, the order a backward pass produces
+gradients; at most fusion_bytes each, by dtype), agrees on them with
+every rank once, and owns one flat buffer per bucket. ddp_reducer_gradient
+gives each gradient's storage inside its bucket: compute the gradient
+there (or copy it there), so there is no packing or unpacking. During the
+backward pass, mark each gradient ready in any order: the moment the last
+gradient of a bucket is marked (and every earlier bucket has started) that
+bucket's reduction starts, while the caller goes on computing. One
+ddp_reducer_wait per step finishes them all.
+
+Guarantees as for the collectives: every step is held to the timeout, and
+a rank that marks a different set of gradients than its peers makes every
+rank's ddp_reducer_wait return DDP_ERR_MISMATCH naming the rank and the
+gradient (that step's gradients are then undefined), never a hang.
+Between the first mark of a step and its wait, the communicator runs no
+other collective (DDP_ERR_INVALID_ARGUMENT if asked to).
+"""
 mutable struct ddp_reducer end
 
+"""
+A contiguous buffer of `count` elements of `dtype`. `data` may be NULL
+only when `count` is 0. `device_id` is ignored for CPU buffers.
+
+Lists of tensors are passed as arrays, so this layout is final: 32 bytes
+on every 64-bit platform, no padding, the same in every language.
+ - The enum-valued fields are int32_t (holding ddp_dtype and
+   ddp_device_type values) because a C enum's size is the compiler's
+   choice, and so that an invalid value can be checked before it is
+   trusted.
+ - `flags` is reserved for per-tensor properties of later versions; it
+   must be 0 (DDP_ERR_INVALID_ARGUMENT otherwise), so that an older
+   library refuses a flag it does not know instead of ignoring it.
+ - There is no shape: every collective is element-wise over contiguous
+   memory, so a shape would only be carried and checked. Frameworks keep
+   their shapes (DLPack carries them); bindings flatten.
+
+Within one call, tensors that the call writes must not overlap (the same
+buffer twice would be reduced twice): such a list is
+DDP_ERR_INVALID_ARGUMENT naming both tensors. Read-only calls
+(ddp_check_replicas) accept overlapping tensors.
+"""
 struct ddp_tensor
     data::Ptr{Cvoid}
     count::Int64
@@ -101,6 +218,9 @@ struct ddp_init_options
     timeout_s::Cdouble
 end
 
+"""
+Per-call settings of every collective.
+"""
 struct ddp_collective_options
     struct_size::UInt32
     fusion_bytes::Int64
@@ -119,144 +239,444 @@ end
 # Cvoid (*ddp_log_callback)(Int32, Ptr{Cchar}, Ptr{Cvoid})
 const ddp_log_callback = Ptr{Cvoid}
 
+"""
+    ddp_status_name(status)
+
+The enum's name as a static string ("DDP_ERR_MISMATCH"); never NULL.
+"""
 function ddp_status_name(status)
-    @ccall libddp.ddp_status_name(status::ddp_status)::Ptr{Cchar}
+    @ccall libddp_path().ddp_status_name(status::ddp_status)::Ptr{Cchar}
 end
 
+"""
+    ddp_last_error_message()
+
+The calling thread's last error message; "" when none. Never NULL. The
+pointer stays valid until the next libddp call on this thread.
+"""
 function ddp_last_error_message()
-    @ccall libddp.ddp_last_error_message()::Ptr{Cchar}
+    @ccall libddp_path().ddp_last_error_message()::Ptr{Cchar}
 end
 
+"""
+    ddp_version()
+
+The run-time library version as DDP_VERSION_NUMBER would compute it.
+"""
 function ddp_version()
-    @ccall libddp.ddp_version()::UInt32
+    @ccall libddp_path().ddp_version()::UInt32
 end
 
+"""
+    ddp_version_string()
+
+The run-time library version as "major.minor.patch".
+"""
 function ddp_version_string()
-    @ccall libddp.ddp_version_string()::Ptr{Cchar}
+    @ccall libddp_path().ddp_version_string()::Ptr{Cchar}
 end
 
+"""
+    ddp_init_options_init(opts, struct_size)
+
+Fills the first `struct_size` bytes of `opts` with the defaults above
+and sets opts->struct_size. Pass sizeof(ddp_init_options) as your
+program sees it. DDP_ERR_INVALID_ARGUMENT when `opts` is NULL or
+`struct_size` is smaller than the first released layout or larger than
+this library's (a program built against a newer header).
+"""
 function ddp_init_options_init(opts, struct_size)
-    @ccall libddp.ddp_init_options_init(opts::Ptr{ddp_init_options}, struct_size::UInt32)::ddp_status
+    @ccall libddp_path().ddp_init_options_init(opts::Ptr{ddp_init_options}, struct_size::UInt32)::ddp_status
 end
 
+"""
+    ddp_init(opts, world)
+
+Starts the backend and returns the world communicator in `*world`.
+
+With the `mpi` backend, MPI is initialized (MPI_THREAD_MULTIPLE requested)
+unless it already is. Every rank learns its node-local rank by splitting
+the communicator by shared memory. When libddp was built with CUDA and the
+node has GPUs, rank `local_rank % gpu_count` is assigned to each process
+and made current (cudaSetDevice); otherwise ddp_device reports -1.
+
+Collective: every rank of the communicator must call it.
+
+Returns DDP_ERR_INVALID_ARGUMENT (NULL `world`, a bad options field, an
+unknown DDP_BACKEND value), DDP_ERR_ALREADY_INITIALIZED (a world from an
+earlier ddp_init is still live, or MPI was already finalized),
+DDP_ERR_UNSUPPORTED (backend not built in, or `nccl`; a launcher started
+several ranks but libddp was built without MPI), DDP_ERR_BACKEND.
+"""
 function ddp_init(opts, world)
-    @ccall libddp.ddp_init(opts::Ptr{ddp_init_options}, world::Ptr{Ptr{ddp_comm}})::ddp_status
+    @ccall libddp_path().ddp_init(opts::Ptr{ddp_init_options}, world::Ptr{Ptr{ddp_comm}})::ddp_status
 end
 
+"""
+    ddp_finalize(world)
+
+Releases the communicator. Finalizes MPI only if ddp_init initialized it.
+Idempotent: a second call on the same handle returns DDP_OK. The handle's
+few bytes stay allocated so that any later call with it returns
+DDP_ERR_NOT_INITIALIZED rather than touching freed memory. Waits for the
+communicator's async requests to finish first.
+Collective when MPI is finalized (MPI_Finalize is).
+Returns DDP_ERR_INVALID_ARGUMENT for NULL, DDP_ERR_BACKEND.
+"""
 function ddp_finalize(world)
-    @ccall libddp.ddp_finalize(world::Ptr{ddp_comm})::ddp_status
+    @ccall libddp_path().ddp_finalize(world::Ptr{ddp_comm})::ddp_status
 end
 
+"""
+    ddp_rank(comm, rank)
+
+This process's rank in the communicator, 0-based.
+"""
 function ddp_rank(comm, rank)
-    @ccall libddp.ddp_rank(comm::Ptr{ddp_comm}, rank::Ptr{Int32})::ddp_status
+    @ccall libddp_path().ddp_rank(comm::Ptr{ddp_comm}, rank::Ptr{Int32})::ddp_status
 end
 
+"""
+    ddp_size(comm, size)
+
+The number of ranks.
+"""
 function ddp_size(comm, size)
-    @ccall libddp.ddp_size(comm::Ptr{ddp_comm}, size::Ptr{Int32})::ddp_status
+    @ccall libddp_path().ddp_size(comm::Ptr{ddp_comm}, size::Ptr{Int32})::ddp_status
 end
 
+"""
+    ddp_local_rank(comm, local_rank)
+
+This process's rank among the ranks on its node, 0-based.
+"""
 function ddp_local_rank(comm, local_rank)
-    @ccall libddp.ddp_local_rank(comm::Ptr{ddp_comm}, local_rank::Ptr{Int32})::ddp_status
+    @ccall libddp_path().ddp_local_rank(comm::Ptr{ddp_comm}, local_rank::Ptr{Int32})::ddp_status
 end
 
+"""
+    ddp_local_size(comm, local_size)
+
+The number of ranks on this process's node.
+"""
 function ddp_local_size(comm, local_size)
-    @ccall libddp.ddp_local_size(comm::Ptr{ddp_comm}, local_size::Ptr{Int32})::ddp_status
+    @ccall libddp_path().ddp_local_size(comm::Ptr{ddp_comm}, local_size::Ptr{Int32})::ddp_status
 end
 
+"""
+    ddp_device(comm, device_id)
+
+The CUDA device assigned to this rank, or -1 when none is.
+"""
 function ddp_device(comm, device_id)
-    @ccall libddp.ddp_device(comm::Ptr{ddp_comm}, device_id::Ptr{Int32})::ddp_status
+    @ccall libddp_path().ddp_device(comm::Ptr{ddp_comm}, device_id::Ptr{Int32})::ddp_status
 end
 
+"""
+    ddp_backend_name(comm, name)
+
+"self" or "mpi": a static string.
+"""
 function ddp_backend_name(comm, name)
-    @ccall libddp.ddp_backend_name(comm::Ptr{ddp_comm}, name::Ptr{Ptr{Cchar}})::ddp_status
+    @ccall libddp_path().ddp_backend_name(comm::Ptr{ddp_comm}, name::Ptr{Ptr{Cchar}})::ddp_status
 end
 
+"""
+    ddp_collective_options_init(opts, struct_size)
+
+Fills the first `struct_size` bytes of `opts` with the defaults (as
+ddp_init_options_init does).
+"""
 function ddp_collective_options_init(opts, struct_size)
-    @ccall libddp.ddp_collective_options_init(opts::Ptr{ddp_collective_options}, struct_size::UInt32)::ddp_status
+    @ccall libddp_path().ddp_collective_options_init(opts::Ptr{ddp_collective_options}, struct_size::UInt32)::ddp_status
 end
 
+"""
+    ddp_allreduce_tensor_list(comm, tensors, n, op, opts)
+
+Reduces `n` tensors in place across all ranks with `op`: afterwards every
+rank holds the same result in every tensor.
+
+`tensors` may be NULL only when `n` is 0; the list may be empty and
+tensors may have count 0. Integer dtypes with DDP_OP_AVG are rejected.
+Collective. Returns DDP_ERR_INVALID_ARGUMENT (naming the tensor index and
+field), DDP_ERR_UNSUPPORTED (device buffers), DDP_ERR_MISMATCH (ranks
+disagree; the message names both ranks and the first differing tensor),
+DDP_ERR_NOT_INITIALIZED, DDP_ERR_TIMEOUT, DDP_ERR_BACKEND,
+DDP_ERR_OUT_OF_MEMORY.
+"""
 function ddp_allreduce_tensor_list(comm, tensors, n, op, opts)
-    @ccall libddp.ddp_allreduce_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options})::ddp_status
+    @ccall libddp_path().ddp_allreduce_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
+"""
+    ddp_allreduce_tensor_list_async(comm, tensors, n, op, opts, request)
+
+Starts ddp_allreduce_tensor_list and returns at once; a background thread
+of the communicator carries it out while the caller computes. The
+`tensors` array itself is copied and may be freed on return; the buffers
+it points to must stay alive and untouched until the request completes.
+Requests complete in the order they were started, and a blocking
+collective on the same communicator waits for those before it. Once the
+communicator is broken (a timeout), queued requests complete at once
+with DDP_ERR_TIMEOUT.
+Argument errors are reported here; errors of the operation itself
+(mismatch, timeout, backend) are reported by ddp_request_wait/test.
+Needs MPI_THREAD_SERIALIZED or better when the backend is MPI
+(DDP_ERR_UNSUPPORTED otherwise).
+"""
 function ddp_allreduce_tensor_list_async(comm, tensors, n, op, opts, request)
-    @ccall libddp.ddp_allreduce_tensor_list_async(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options}, request::Ptr{Ptr{ddp_request}})::ddp_status
+    @ccall libddp_path().ddp_allreduce_tensor_list_async(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options}, request::Ptr{Ptr{ddp_request}})::ddp_status
 end
 
+"""
+    ddp_request_wait(request)
+
+Blocks until the request completes and returns its status (its message
+in ddp_last_error_message on this thread). Waiting again returns the same
+status. The request still needs ddp_request_free.
+"""
 function ddp_request_wait(request)
-    @ccall libddp.ddp_request_wait(request::Ptr{ddp_request})::ddp_status
+    @ccall libddp_path().ddp_request_wait(request::Ptr{ddp_request})::ddp_status
 end
 
+"""
+    ddp_request_test(request, done)
+
+Sets `*done` to 1 when the request has completed and returns its status,
+else sets 0 and returns DDP_OK. Never blocks.
+"""
 function ddp_request_test(request, done)
-    @ccall libddp.ddp_request_test(request::Ptr{ddp_request}, done::Ptr{Int32})::ddp_status
+    @ccall libddp_path().ddp_request_test(request::Ptr{ddp_request}, done::Ptr{Int32})::ddp_status
 end
 
+"""
+    ddp_request_free(request)
+
+Waits for the request if it is still running, then frees it. NULL is a
+no-op returning DDP_OK. Returns the request's status.
+"""
 function ddp_request_free(request)
-    @ccall libddp.ddp_request_free(request::Ptr{ddp_request})::ddp_status
+    @ccall libddp_path().ddp_request_free(request::Ptr{ddp_request})::ddp_status
 end
 
+"""
+    ddp_broadcast_tensor_list(comm, tensors, n, root, opts)
+
+Copies root's tensors into every other rank's tensors (parameters at the
+start of training). Small tensors travel fused, as in allreduce.
+Collective. Returns DDP_ERR_INVALID_ARGUMENT (root out of [0, size), a
+bad tensor), DDP_ERR_MISMATCH, and the errors of allreduce.
+"""
 function ddp_broadcast_tensor_list(comm, tensors, n, root, opts)
-    @ccall libddp.ddp_broadcast_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
+    @ccall libddp_path().ddp_broadcast_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
+"""
+    ddp_reduce_tensor_list(comm, tensors, n, op, root, opts)
+
+Reduces every rank's tensors into root's tensors with `op`; other ranks'
+tensors are left unchanged. Errors as ddp_broadcast_tensor_list plus the
+op checks of allreduce.
+"""
 function ddp_reduce_tensor_list(comm, tensors, n, op, root, opts)
-    @ccall libddp.ddp_reduce_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
+    @ccall libddp_path().ddp_reduce_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
+"""
+    ddp_sync_optimizer_state(comm, leaves, n, scalars, n_scalars, root, opts)
+
+Makes every rank's optimizer state equal root's: `n` leaf tensors (moment
+estimates) and `n_scalars` doubles (step counts, learning rates).
+First checks that every rank holds the same structure (leaf count, each
+leaf's dtype and count, scalar count); on any difference every rank
+returns DDP_ERR_MISMATCH naming the first differing leaf and both ranks,
+and nothing is overwritten. `scalars` may be NULL only when `n_scalars`
+is 0. Collective.
+"""
 function ddp_sync_optimizer_state(comm, leaves, n, scalars, n_scalars, root, opts)
-    @ccall libddp.ddp_sync_optimizer_state(comm::Ptr{ddp_comm}, leaves::Ptr{ddp_tensor}, n::Int64, scalars::Ptr{Cdouble}, n_scalars::Int64, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
+    @ccall libddp_path().ddp_sync_optimizer_state(comm::Ptr{ddp_comm}, leaves::Ptr{ddp_tensor}, n::Int64, scalars::Ptr{Cdouble}, n_scalars::Int64, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
+"""
+    ddp_check_replicas(comm, tensors, n, opts, identical)
+
+Sets `*identical` to 1 when every tensor holds the same bytes on every
+rank, else 0 and ddp_last_error_message() names the first differing
+tensor and two ranks that differ (the call still returns DDP_OK).
+Compares 64-bit hashes of each tensor's bytes; a difference is reported
+on every rank. Collective; the list structure is checked first, as for
+allreduce.
+"""
 function ddp_check_replicas(comm, tensors, n, opts, identical)
-    @ccall libddp.ddp_check_replicas(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, opts::Ptr{ddp_collective_options}, identical::Ptr{Int32})::ddp_status
+    @ccall libddp_path().ddp_check_replicas(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, opts::Ptr{ddp_collective_options}, identical::Ptr{Int32})::ddp_status
 end
 
+"""
+    ddp_barrier(comm, opts)
+
+Returns when every rank has called it. Collective.
+"""
 function ddp_barrier(comm, opts)
-    @ccall libddp.ddp_barrier(comm::Ptr{ddp_comm}, opts::Ptr{ddp_collective_options})::ddp_status
+    @ccall libddp_path().ddp_barrier(comm::Ptr{ddp_comm}, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
+"""
+    ddp_log(comm, level, msg)
+
+Writes `[ddp RANK/SIZE HH:MM:SS.mmm] msg` (RANK 0-based, local time) to
+stderr, or hands it to the callback, when `level` is at least the
+threshold: DDP_LOG_LEVEL from the environment (debug, info, warn, error,
+off, or a number), default info. Local: each rank logs its own line.
+Returns DDP_ERR_INVALID_ARGUMENT for a NULL comm or msg or an unknown
+level, DDP_ERR_NOT_INITIALIZED.
+"""
 function ddp_log(comm, level, msg)
-    @ccall libddp.ddp_log(comm::Ptr{ddp_comm}, level::ddp_log_level, msg::Ptr{Cchar})::ddp_status
+    @ccall libddp_path().ddp_log(comm::Ptr{ddp_comm}, level::ddp_log_level, msg::Ptr{Cchar})::ddp_status
 end
 
+"""
+    ddp_set_log_callback(fn, user)
+
+Routes every log line (libddp's own too) to `fn`, called with `user`;
+NULL restores stderr. Process-wide; thread-safe. Never fails.
+"""
 function ddp_set_log_callback(fn, user)
-    @ccall libddp.ddp_set_log_callback(fn::ddp_log_callback, user::Ptr{Cvoid})::ddp_status
+    @ccall libddp_path().ddp_set_log_callback(fn::ddp_log_callback, user::Ptr{Cvoid})::ddp_status
 end
 
+"""
+    ddp_shard_options_init(opts, struct_size)
+
+Fills the first `struct_size` bytes of `opts` with the defaults (as
+ddp_init_options_init does).
+"""
 function ddp_shard_options_init(opts, struct_size)
-    @ccall libddp.ddp_shard_options_init(opts::Ptr{ddp_shard_options}, struct_size::UInt32)::ddp_status
+    @ccall libddp_path().ddp_shard_options_init(opts::Ptr{ddp_shard_options}, struct_size::UInt32)::ddp_status
 end
 
+"""
+    ddp_shard_count(n_items, world, opts, count)
+
+The number of items every rank gets: ceil(n_items / world), or
+floor(n_items / world) with drop_last (0 when n_items is 0); exact for
+every int64_t n_items.
+DDP_ERR_INVALID_ARGUMENT for n_items < 0, world < 1, NULL count, or a
+bad options field.
+"""
 function ddp_shard_count(n_items, world, opts, count)
-    @ccall libddp.ddp_shard_count(n_items::Int64, world::Int32, opts::Ptr{ddp_shard_options}, count::Ptr{Int64})::ddp_status
+    @ccall libddp_path().ddp_shard_count(n_items::Int64, world::Int32, opts::Ptr{ddp_shard_options}, count::Ptr{Int64})::ddp_status
 end
 
+"""
+    ddp_shard_indices(n_items, rank, world, opts, out, capacity, count)
+
+Writes the 0-based indices of the items rank `rank` owns into `out` and
+their number into `*count`. Every rank gets the same count, so no rank
+runs an extra batch. `out` may be NULL when the count is 0.
+Returns DDP_ERR_BUFFER_TOO_SMALL (with `*count` set to the count needed)
+when `capacity` is smaller than the count, DDP_ERR_INVALID_ARGUMENT for
+rank outside [0, world), a shuffled n_items above
+DDP_SHARD_SHUFFLE_MAX_ITEMS, and the cases of ddp_shard_count. Memory
+use follows the shard (not the data set) unless shuffled.
+
+The order, exactly, so that every language gets the same shard:
+ 1. order = [0, 1, ..., n_items - 1].
+ 2. If shuffle: a SplitMix64 generator with 64-bit wrap-around state
+      state = seed XOR (epoch * 0xD1B54A32D192ED03)
+    whose next() is
+      state += 0x9E3779B97F4A7C15; z = state;
+      z = (z XOR (z >> 30)) * 0xBF58476D1CE4E5B9;
+      z = (z XOR (z >> 27)) * 0x94D049BB133111EB;
+      return z XOR (z >> 31);
+    drives a Fisher-Yates shuffle: for i = n_items - 1 down to 1,
+      j = next() mod (i + 1); swap order[i] and order[j].
+ 3. per_rank = the count above; total = per_rank * world. With drop_last
+    order is cut to its first total items; without, it is extended to
+    total items by repeating itself from its start (order[k mod n_items]).
+ 4. STRIDED: rank r takes order[r + k * world] for k = 0 .. per_rank-1.
+    CONTIGUOUS: rank r takes order[r * per_rank + k].
+
+Test vectors (n_items = 10, world = 3, seed = 42, shuffle):
+  order, epoch 0:      0 9 5 8 6 4 7 2 1 3
+  order, epoch 1:      7 5 8 0 9 6 2 1 4 3
+  strided, epoch 0:    rank 0: 0 8 7 3   rank 1: 9 6 2 0   rank 2: 5 4 1 9
+  contiguous, rank 1:  6 4 7 2
+  drop_last, strided, rank 2: 5 4 1
+  without shuffle, strided, rank 1: 1 4 7 0
+"""
 function ddp_shard_indices(n_items, rank, world, opts, out, capacity, count)
-    @ccall libddp.ddp_shard_indices(n_items::Int64, rank::Int32, world::Int32, opts::Ptr{ddp_shard_options}, out::Ptr{Int64}, capacity::Int64, count::Ptr{Int64})::ddp_status
+    @ccall libddp_path().ddp_shard_indices(n_items::Int64, rank::Int32, world::Int32, opts::Ptr{ddp_shard_options}, out::Ptr{Int64}, capacity::Int64, count::Ptr{Int64})::ddp_status
 end
 
+"""
+    ddp_comm_abort(comm, reason)
+
+Breaks the communicator on purpose and tells every peer, as a timeout
+does: every later call on it, here and on the peers, returns
+DDP_ERR_TIMEOUT naming this rank and `reason` (may be NULL), instead of
+the peers waiting for this rank until their timeout. For a rank that hit
+an error of its own (a NaN loss, an out-of-memory) and is about to stop.
+Local; never blocks. ddp_finalize is still needed.
+"""
 function ddp_comm_abort(comm, reason)
-    @ccall libddp.ddp_comm_abort(comm::Ptr{ddp_comm}, reason::Ptr{Cchar})::ddp_status
+    @ccall libddp_path().ddp_comm_abort(comm::Ptr{ddp_comm}, reason::Ptr{Cchar})::ddp_status
 end
 
+"""
+    ddp_reducer_create(comm, gradients, n, op, opts, reducer)
+
+Registers `n` gradients (their dtype and count; `data` is ignored and
+may be NULL) to be reduced with `op` every step. Collective.
+DDP_ERR_INVALID_ARGUMENT for a bad list or op, DDP_ERR_MISMATCH when
+ranks register different lists, and the errors of ddp_init's backend.
+"""
 function ddp_reducer_create(comm, gradients, n, op, opts, reducer)
-    @ccall libddp.ddp_reducer_create(comm::Ptr{ddp_comm}, gradients::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options}, reducer::Ptr{Ptr{ddp_reducer}})::ddp_status
+    @ccall libddp_path().ddp_reducer_create(comm::Ptr{ddp_comm}, gradients::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options}, reducer::Ptr{Ptr{ddp_reducer}})::ddp_status
 end
 
+"""
+    ddp_reducer_gradient(reducer, index, gradient)
+
+Sets `*gradient` to gradient `index`'s storage in its bucket: a CPU
+tensor of the registered dtype and count, valid until ddp_reducer_free.
+After ddp_reducer_wait it holds the reduced gradient. Local.
+"""
 function ddp_reducer_gradient(reducer, index, gradient)
-    @ccall libddp.ddp_reducer_gradient(reducer::Ptr{ddp_reducer}, index::Int64, gradient::Ptr{ddp_tensor})::ddp_status
+    @ccall libddp_path().ddp_reducer_gradient(reducer::Ptr{ddp_reducer}, index::Int64, gradient::Ptr{ddp_tensor})::ddp_status
 end
 
+"""
+    ddp_reducer_mark_ready(reducer, index)
+
+Marks gradient `index` as computed for this step; starts its bucket's
+reduction when the bucket is complete. Local. DDP_ERR_INVALID_ARGUMENT
+for an index out of range or marked twice in one step.
+"""
 function ddp_reducer_mark_ready(reducer, index)
-    @ccall libddp.ddp_reducer_mark_ready(reducer::Ptr{ddp_reducer}, index::Int64)::ddp_status
+    @ccall libddp_path().ddp_reducer_mark_ready(reducer::Ptr{ddp_reducer}, index::Int64)::ddp_status
 end
 
+"""
+    ddp_reducer_wait(reducer)
+
+Finishes the step: waits for every bucket (a bucket with unmarked
+gradients is started here so that no peer waits for ever), checks that
+every rank marked the same gradients, and makes the reducer ready for the
+next step. Collective. DDP_ERR_MISMATCH, DDP_ERR_TIMEOUT, DDP_ERR_BACKEND.
+"""
 function ddp_reducer_wait(reducer)
-    @ccall libddp.ddp_reducer_wait(reducer::Ptr{ddp_reducer})::ddp_status
+    @ccall libddp_path().ddp_reducer_wait(reducer::Ptr{ddp_reducer})::ddp_status
 end
 
+"""
+    ddp_reducer_free(reducer)
+
+Frees the reducer and its buckets; NULL is a no-op. A step in progress
+is waited for first. Local.
+"""
 function ddp_reducer_free(reducer)
-    @ccall libddp.ddp_reducer_free(reducer::Ptr{ddp_reducer})::ddp_status
+    @ccall libddp_path().ddp_reducer_free(reducer::Ptr{ddp_reducer})::ddp_status
 end
 
 end # module

@@ -364,10 +364,11 @@ public:
         check(MPI_Test(&abort_receive_, &done, MPI_STATUS_IGNORE), "MPI_Test");
         if (done) {
             if (!notice_) {
-                notice_ = AbortNotice{static_cast<int>(abort_words_[0]), abort_words_[1], abort_words_[2]};
+                notice_ = AbortNotice{static_cast<int>(abort_words_[0]), abort_words_[1], abort_words_[2],
+                                      static_cast<AbortNotice::Reason>(abort_words_[3])};
                 has_notice_.store(true, std::memory_order_release);
             }
-            check(MPI_Irecv(abort_words_.data(), 3, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_,
+            check(MPI_Irecv(abort_words_.data(), 4, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_,
                             &abort_receive_),
                   "MPI_Irecv");
         }
@@ -389,9 +390,10 @@ public:
         for (int peer = 0; peer < size_; ++peer) {
             if (peer == rank_) continue;
             auto& message = aborts_sent_.emplace_back();
-            message.words = {static_cast<uint64_t>(notice.from_rank), notice.sequence, notice.kind, 0};
+            message.words = {static_cast<uint64_t>(notice.from_rank), notice.sequence, notice.kind,
+                             static_cast<uint64_t>(notice.reason)};
             // A peer that died makes this fail or never finish; neither matters.
-            MPI_Isend(message.words.data(), 3, MPI_UINT64_T, peer, abort_tag, control_, &message.request);
+            MPI_Isend(message.words.data(), 4, MPI_UINT64_T, peer, abort_tag, control_, &message.request);
         }
     }
 
@@ -496,7 +498,7 @@ private:
     void post_control_receives() {
         check(MPI_Irecv(&query_word_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, query_tag, control_, &query_receive_),
               "MPI_Irecv");
-        check(MPI_Irecv(abort_words_.data(), 3, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_, &abort_receive_),
+        check(MPI_Irecv(abort_words_.data(), 4, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_, &abort_receive_),
               "MPI_Irecv");
     }
 
@@ -521,7 +523,7 @@ private:
     std::mutex control_mutex_;
     std::function<PeerStatus()> status_;
     uint64_t query_word_ = 0;
-    std::array<uint64_t, 3> abort_words_{};
+    std::array<uint64_t, 4> abort_words_{};
     MPI_Request query_receive_ = MPI_REQUEST_NULL, abort_receive_ = MPI_REQUEST_NULL;
     std::list<Message> replies_, aborts_sent_;  // lists: MPI holds pointers into them
     std::optional<AbortNotice> notice_;

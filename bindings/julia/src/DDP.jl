@@ -1,0 +1,31 @@
+"""
+    DDP
+
+Data-parallel training for Julia on libddp: the calls of FluxMPI.jl and
+Lux.DistributedUtils under the same names (`DDP.Init()`, `local_rank()`,
+`allreduce!`, `synchronize!`, `allreduce_gradients`, `DistributedOptimizer`,
+`DistributedDataContainer`, ...), carried out by libddp's C ABI through the
+generated `DDP.LibDDP` layer. Failures are `DDPError`s carrying libddp's status and
+message.
+"""
+module DDP
+
+import Preferences
+
+include("LibDDP.jl")
+include("errors.jl")
+include("tensors.jl")
+include("world.jl")
+include("collectives.jl")
+include("trees.jl")
+include("data.jl")
+include("printing.jl")
+
+export DDPError
+export local_rank, total_workers
+export allreduce!, Iallreduce!, bcast!, reduce!, barrier, check_replicas
+export synchronize!, allreduce_gradients, DistributedOptimizer
+export shard_indices, DistributedDataContainer
+export ddp_println, ddp_print
+
+end # module

@@ -1,0 +1,115 @@
+# Julia arrays as ddp_tensors, and Julia's reduction functions as ddp_ops.
+
+"""The ddp_dtype of each element type libddp reduces."""
+const DTYPES = Dict{DataType, LibDDP.ddp_dtype}(
+    Int8 => LibDDP.DDP_DTYPE_I8, Int32 => LibDDP.DDP_DTYPE_I32,
+    Int64 => LibDDP.DDP_DTYPE_I64, UInt8 => LibDDP.DDP_DTYPE_U8,
+    Float16 => LibDDP.DDP_DTYPE_F16, Float32 => LibDDP.DDP_DTYPE_F32,
+    Float64 => LibDDP.DDP_DTYPE_F64)
+
+"""
+    dtype_of(T)
+
+The `ddp_dtype` of element type `T`; an `ArgumentError` naming `T` for any other.
+"""
+function dtype_of(::Type{T}) where {T}
+    haskey(DTYPES, T) && return DTYPES[T]
+    throw(ArgumentError("element type $T has no libddp dtype; use one of " *
+                        join(sort!(string.(collect(keys(DTYPES)))), ", ")))
+end
+
+"""
+    is_contiguous(x)
+
+Whether array `x` lies in one block of memory in column-major order, so that libddp
+can reduce it in place as `length(x)` elements.
+"""
+function is_contiguous(x::AbstractArray)
+    x isa DenseArray && return true
+    x isa StridedArray || return false
+    expected = 1
+    for (extent, stride) in zip(size(x), strides(x))
+        extent == 1 || stride == expected || return false
+        expected *= extent
+    end
+    return true
+end
+
+"""
+    tensor(x)
+
+The `LibDDP.ddp_tensor` describing array `x` in place (no copy). The caller keeps `x`
+alive while libddp uses it. Host arrays here; `CuArray`s through the CUDA extension.
+A non-contiguous array is an `ArgumentError`, never a silent copy.
+"""
+function tensor(x::AbstractArray{T}) where {T}
+    is_contiguous(x) || throw(ArgumentError(
+        "a $(typeof(x)) is not contiguous in memory and cannot be reduced in place; " *
+        "pass an Array or a contiguous view (copy it with `collect` first)"))
+    data = pointer(x)
+    data isa Ptr || throw(ArgumentError(
+        "a $(typeof(x)) is not host memory; load the extension for its device (CUDA.jl)"))
+    return LibDDP.ddp_tensor(Ptr{Cvoid}(data), length(x), Int32(dtype_of(T)),
+                             Int32(LibDDP.DDP_DEVICE_CPU), Int32(0), UInt32(0))
+end
+
+"""
+    array_list(v)
+
+The arrays one collective call works on: `v` itself when it is an array of numbers,
+else the arrays of a `Tuple` or `Vector` of them (reduced in one call, fused).
+"""
+array_list(v::AbstractArray{<:Number}) = (v,)
+array_list(v::Union{Tuple, AbstractVector{<:AbstractArray}}) = v
+
+"""
+    with_tensors(f, arrays)
+
+Calls `f(tensors::Vector{ddp_tensor})` with `arrays` kept alive for the duration.
+"""
+function with_tensors(f, arrays)
+    tensors = LibDDP.ddp_tensor[tensor(x) for x in arrays]
+    result = GC.@preserve arrays tensors f(tensors)
+    return result
+end
+
+"""
+    op_code(op)
+
+The `ddp_op` for a reduction: `+`, `*`, `min`, `max` (as FluxMPI takes them), or
+`:sum`, `:prod`, `:min`, `:max`, `:avg` by name; an `ArgumentError` for anything else.
+"""
+op_code(::typeof(+)) = LibDDP.DDP_OP_SUM
+op_code(::typeof(*)) = LibDDP.DDP_OP_PROD
+op_code(::typeof(min)) = LibDDP.DDP_OP_MIN
+op_code(::typeof(max)) = LibDDP.DDP_OP_MAX
+
+const OPS_BY_NAME = Dict(:sum => LibDDP.DDP_OP_SUM, :prod => LibDDP.DDP_OP_PROD,
+                         :min => LibDDP.DDP_OP_MIN, :max => LibDDP.DDP_OP_MAX,
+                         :avg => LibDDP.DDP_OP_AVG)
+
+function op_code(op::Symbol)
+    haskey(OPS_BY_NAME, op) && return OPS_BY_NAME[op]
+    throw(ArgumentError("op :$op: use +, *, min, max or :sum, :prod, :min, :max, :avg"))
+end
+
+op_code(op) = throw(ArgumentError(
+    "op $op: use +, *, min, max or :sum, :prod, :min, :max, :avg"))
+
+"""
+    collective_options(fusion_bytes, timeout_s)
+
+`C_NULL` (libddp's defaults) when both are `nothing`, else a filled
+`Ref{ddp_collective_options}` (fusion bucket bytes, -1 for no fusion; seconds).
+"""
+function collective_options(fusion_bytes, timeout_s)
+    fusion_bytes === nothing && timeout_s === nothing && return C_NULL
+    opts = Ref{LibDDP.ddp_collective_options}()
+    check(LibDDP.ddp_collective_options_init(opts, sizeof(LibDDP.ddp_collective_options)))
+    defaults = opts[]
+    opts[] = LibDDP.ddp_collective_options(
+        defaults.struct_size,
+        fusion_bytes === nothing ? defaults.fusion_bytes : Int64(fusion_bytes),
+        timeout_s === nothing ? defaults.timeout_s : Float64(timeout_s))
+    return opts
+end

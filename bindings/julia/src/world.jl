@@ -1,0 +1,112 @@
+# The world communicator: starting and ending it, and who this process is.
+
+"""
+    Communicator
+
+A libddp process group (`ddp_comm*`). `DDP.Init()` makes the world one; every
+collective takes it as its last, optional argument (default `DDP.world()`).
+"""
+struct Communicator
+    handle::Ptr{LibDDP.ddp_comm}
+end
+
+const WORLD = Ref{Union{Nothing, Communicator}}(nothing)
+
+const BACKENDS = Dict(:auto => LibDDP.DDP_BACKEND_AUTO, :self => LibDDP.DDP_BACKEND_SELF,
+                      :mpi => LibDDP.DDP_BACKEND_MPI, :nccl => LibDDP.DDP_BACKEND_NCCL)
+
+"""
+    DDP.Init(; backend = :auto, mpi_comm_fortran = -1, timeout_s = 0.0, verbose = false)
+
+Starts libddp (as `FluxMPI.Init()` / `DistributedUtils.initialize(MPIBackend)`): MPI
+under `mpiexec` (initialized by libddp unless it already is), else one process.
+Collective. `backend` is `:auto`, `:self`, `:mpi` or `:nccl`; `mpi_comm_fortran` adopts
+an existing MPI communicator's Fortran handle (with MPI.jl loaded, pass the
+`MPI.Comm` itself: `DDP.Init(MPI.COMM_WORLD)`); `timeout_s` 0 means `DDP_TIMEOUT_S`,
+else 1800 s. A second call while initialized returns the same world. Returns the
+world `Communicator`; libddp is finalized at exit.
+"""
+function Init(; backend::Symbol = :auto, mpi_comm_fortran::Integer = LibDDP.DDP_NO_MPI_COMM,
+              timeout_s::Real = 0.0, verbose::Bool = false)
+    Initialized() && return WORLD[]
+    haskey(BACKENDS, backend) || throw(ArgumentError(
+        "backend :$backend: use :auto, :self, :mpi or :nccl"))
+    opts = Ref{LibDDP.ddp_init_options}()
+    check(LibDDP.ddp_init_options_init(opts, sizeof(LibDDP.ddp_init_options)))
+    opts[] = LibDDP.ddp_init_options(opts[].struct_size, BACKENDS[backend],
+                                     Int64(mpi_comm_fortran), Float64(timeout_s))
+    handle = Ref{Ptr{LibDDP.ddp_comm}}(C_NULL)
+    check(LibDDP.ddp_init(opts, handle))
+    WORLD[] = Communicator(handle[])
+    atexit(Finalize)
+    verbose && ddp_println("DDP initialized: rank ", local_rank(), " of ", total_workers())
+    return WORLD[]
+end
+
+"""
+    DDP.Initialized()
+
+Whether `DDP.Init()` has run and `DDP.Finalize()` has not (`FluxMPI.Initialized()`).
+"""
+Initialized() = WORLD[] !== nothing
+
+"""
+    DDP.Finalize()
+
+Ends the world communicator (and MPI, if libddp started it) after its async requests
+finish. Collective. Does nothing when not initialized, so calling it twice is fine.
+"""
+function Finalize()
+    Initialized() || return nothing
+    handle = WORLD[].handle
+    WORLD[] = nothing
+    check(LibDDP.ddp_finalize(handle))
+    return nothing
+end
+
+"""
+    DDP.world()
+
+The world `Communicator`; a `DDPError` (`DDP_ERR_NOT_INITIALIZED`) before `DDP.Init()`.
+"""
+function world()
+    Initialized() || throw(DDPError(LibDDP.DDP_ERR_NOT_INITIALIZED,
+                                    "DDP.Init() has not been called (or DDP.Finalize() has)"))
+    return WORLD[]
+end
+
+"""
+    local_rank(comm = DDP.world())
+
+This process's rank, 0-based, as FluxMPI's and DistributedUtils' `local_rank`: despite
+the name, its rank among all processes (libddp assigns each process its GPU by its
+rank on the node itself).
+"""
+function local_rank(comm::Communicator = world())
+    rank = Ref{Int32}(0)
+    check(LibDDP.ddp_rank(comm.handle, rank))
+    return Int(rank[])
+end
+
+"""
+    total_workers(comm = DDP.world())
+
+The number of processes (FluxMPI's and DistributedUtils' `total_workers`).
+"""
+function total_workers(comm::Communicator = world())
+    size = Ref{Int32}(0)
+    check(LibDDP.ddp_size(comm.handle, size))
+    return Int(size[])
+end
+
+"""
+    DDP.set_libddp_path!(path)
+
+Makes this project use the libddp at `path` from the next Julia session on: writes the
+`libddp_path` preference to LocalPreferences.toml (the way JLL packages are overridden).
+It wins over `DDP_LIBRARY` and the system library; `nothing` removes it.
+"""
+function set_libddp_path!(path::Union{Nothing, AbstractString})
+    Preferences.set_preferences!(@__MODULE__, "libddp_path" => path; force = true)
+    return path
+end

@@ -1,0 +1,163 @@
+//! Async allreduce that is sound: requests live inside [`Comm::scope`], which
+//! waits for every one of them before it returns, and each request borrows
+//! its buffers for the whole scope.
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::ptr;
+
+use ddp_sys::ddp_request;
+
+use crate::error::check;
+use crate::tensors::BorrowedTensors;
+use crate::{Comm, Op, Result};
+
+/// The scope of [`Comm::scope`]: starts async collectives whose buffers stay
+/// borrowed until the scope ends.
+///
+/// Soundness: the buffers of a request are borrowed for `'scope`, which
+/// outlasts the closure, and the scope waits for (and frees) every request it
+/// started before returning, whatever the closure did with the [`Request`]
+/// (dropped it, `mem::forget`-ed it, panicked). So no safe code can read,
+/// write or free a buffer while libddp's thread writes into it.
+#[derive(Debug)]
+pub struct Scope<'scope, 'env: 'scope> {
+    comm: &'env Comm,
+    /// Every request started here and not yet freed.
+    pending: RefCell<Vec<*mut ddp_request>>,
+    scope: PhantomData<&'scope mut &'scope ()>,
+}
+
+/// An allreduce in flight, started by [`Scope::allreduce_async`].
+#[derive(Debug)]
+#[must_use = "a request is waited for at the latest when its scope ends; call wait() to see its result"]
+pub struct Request<'scope, 'env> {
+    scope: &'scope Scope<'scope, 'env>,
+    raw: *mut ddp_request,
+}
+
+impl Comm {
+    /// Runs `f` with a [`Scope`] in which allreduces run in the background
+    /// (on a thread of the communicator) while the caller computes. Returns
+    /// `f`'s value once every request started in the scope has completed; an
+    /// `Err` when a request that was not waited for failed.
+    ///
+    /// ```
+    /// let comm = ddp::Comm::init()?;
+    /// let mut layer1 = vec![1.0f32; 1000];
+    /// let mut layer2 = vec![2.0f32; 10];
+    /// comm.scope(|s| -> ddp::Result<()> {
+    ///     let first = s.allreduce_async([&mut layer1], ddp::Op::Avg)?;
+    ///     // ... compute layer2's gradients meanwhile ...
+    ///     let second = s.allreduce_async([&mut layer2], ddp::Op::Avg)?;
+    ///     first.wait()?;
+    ///     second.wait()
+    /// })??;
+    /// assert_eq!(layer2[0], 2.0);
+    /// # Ok::<(), ddp::Error>(())
+    /// ```
+    ///
+    /// A buffer in flight cannot be touched:
+    ///
+    /// ```compile_fail
+    /// let comm = ddp::Comm::init().unwrap();
+    /// let mut grads = vec![1.0f32; 4];
+    /// comm.scope(|s| {
+    ///     let request = s.allreduce_async([&mut grads], ddp::Op::Sum).unwrap();
+    ///     grads[0] = 5.0;   // error: grads is borrowed by the request's scope
+    ///     request.wait()
+    /// }).unwrap();
+    /// ```
+    pub fn scope<'env, F, R>(&'env self, f: F) -> Result<R>
+    where
+        F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
+    {
+        let scope = Scope { comm: self, pending: RefCell::new(Vec::new()), scope: PhantomData };
+        let result = {
+            // Waits on drop, so a panic in `f` also waits before the buffers' borrows end.
+            let guard = WaitAll(&scope);
+            let result = f(&scope);
+            std::mem::forget(guard);
+            result
+        };
+        scope.wait_all().map(|()| result)
+    }
+}
+
+struct WaitAll<'a, 'scope, 'env>(&'a Scope<'scope, 'env>);
+
+impl Drop for WaitAll<'_, '_, '_> {
+    fn drop(&mut self) {
+        let _ = self.0.wait_all();
+    }
+}
+
+impl<'scope, 'env> Scope<'scope, 'env> {
+    /// The communicator, for blocking calls inside the scope (they wait for
+    /// the requests started before them).
+    pub fn comm(&self) -> &'env Comm {
+        self.comm
+    }
+
+    /// Starts an allreduce of `tensors` and returns at once. The list (an
+    /// array or `Vec` of `&mut` buffers, or a [`crate::TensorList`]) owns no
+    /// buffer; the buffers it borrows stay borrowed until the scope ends. Argument errors are reported here;
+    /// errors of the operation itself by [`Request::wait`].
+    pub fn allreduce_async<L: BorrowedTensors + 'scope>(
+        &'scope self,
+        mut tensors: L,
+        op: Op,
+    ) -> Result<Request<'scope, 'env>> {
+        let list = tensors.tensors_mut();
+        let opts = self.comm.raw_options();
+        let mut raw = ptr::null_mut();
+        // SAFETY: libddp copies the descriptor array; the buffers are borrowed for 'scope.
+        check(unsafe {
+            ddp_sys::ddp_allreduce_tensor_list_async(
+                self.comm.as_raw(),
+                list.as_ptr(),
+                list.len() as i64,
+                op.raw(),
+                &opts,
+                &mut raw,
+            )
+        })?;
+        self.pending.borrow_mut().push(raw);
+        Ok(Request { scope: self, raw })
+    }
+
+    /// Frees every request still pending; the first failure is returned.
+    fn wait_all(&self) -> Result<()> {
+        let pending = std::mem::take(&mut *self.pending.borrow_mut());
+        let mut first: Result<()> = Ok(());
+        for raw in pending {
+            let status = check(unsafe { ddp_sys::ddp_request_free(raw) });
+            if first.is_ok() {
+                first = status;
+            }
+        }
+        first
+    }
+
+    /// Takes a request off the pending list.
+    fn take(&self, raw: *mut ddp_request) {
+        self.pending.borrow_mut().retain(|&pending| pending != raw);
+    }
+}
+
+impl Request<'_, '_> {
+    /// Blocks until the allreduce completes and returns its result.
+    pub fn wait(self) -> Result<()> {
+        self.scope.take(self.raw);
+        let status = check(unsafe { ddp_sys::ddp_request_wait(self.raw) });
+        let freed = check(unsafe { ddp_sys::ddp_request_free(self.raw) });
+        status.and(freed)
+    }
+
+    /// Whether the allreduce has completed; `Err` when it completed with an
+    /// error. Never blocks.
+    pub fn test(&self) -> Result<bool> {
+        let mut done = 0;
+        check(unsafe { ddp_sys::ddp_request_test(self.raw, &mut done) })?;
+        Ok(done == 1)
+    }
+}

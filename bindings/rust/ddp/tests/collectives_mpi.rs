@@ -1,0 +1,252 @@
+//! The collectives on 2 or more ranks (run under `mpirun -np N`): every dtype
+//! and op against a reference computed from every rank's inputs, mismatched
+//! lists, invalid input, async, the sampler's coverage.
+mod mpi_harness;
+
+use ddp::half::{bf16, f16};
+use ddp::{Comm, Element, ErrorKind, Op, Sampler, TensorList};
+
+/// Rank r's input: small values that every dtype holds exactly, some negative.
+fn input(rank: i32, len: usize) -> Vec<f64> {
+    (0..len).map(|i| ((rank as usize * 7 + i * 3) % 11) as f64 - 3.0).collect()
+}
+
+/// The reduction of all ranks' inputs, in f64.
+fn reference(size: i32, len: usize, op: Op) -> Vec<f64> {
+    let inputs: Vec<Vec<f64>> = (0..size).map(|r| input(r, len)).collect();
+    (0..len)
+        .map(|i| {
+            let column = inputs.iter().map(|v| v[i]);
+            match op {
+                Op::Sum => column.sum(),
+                Op::Avg => column.sum::<f64>() / size as f64,
+                Op::Min => column.fold(f64::INFINITY, f64::min),
+                Op::Max => column.fold(f64::NEG_INFINITY, f64::max),
+                Op::Prod => column.product(),
+            }
+        })
+        .collect()
+}
+
+/// Reduces `input` as T with `op` and compares with the reference.
+fn check_dtype<T: Element + PartialEq + std::fmt::Debug>(
+    comm: &Comm,
+    op: Op,
+    from: impl Fn(f64) -> T,
+    to: impl Fn(T) -> f64,
+    tolerance: f64,
+) {
+    let (rank, size) = (comm.rank().unwrap(), comm.size().unwrap());
+    // Lengths around the fusion threshold: fused, and alone in place.
+    for len in [1usize, 33, 70_000] {
+        let mut data: Vec<T> = input(rank, len).into_iter().map(&from).collect();
+        comm.allreduce(&mut [&mut data], op).unwrap();
+        let expected = reference(size, len, op);
+        for (i, (&got, want)) in data.iter().zip(expected).enumerate() {
+            let got = to(got);
+            assert!((got - want).abs() <= tolerance * want.abs().max(1.0), "{op:?} len {len} [{i}]: {got} != {want}");
+        }
+    }
+}
+
+fn every_dtype_and_op(comm: &Comm) {
+    for op in [Op::Sum, Op::Min, Op::Max, Op::Prod, Op::Avg] {
+        check_dtype(comm, op, |x| x as f32, f64::from, 1e-6);
+        check_dtype(comm, op, |x| x, |x| x, 1e-12);
+        check_dtype(comm, op, f16::from_f64, f16::to_f64, 1e-2);
+        check_dtype(comm, op, bf16::from_f64, bf16::to_f64, 1e-2);
+        if op != Op::Avg {
+            // Integer products wrap; the values here stay in range for i32 and i64.
+            check_dtype(comm, op, |x| x as i32, f64::from, 0.0);
+            check_dtype(comm, op, |x| x as i64, |x| x as f64, 0.0);
+            if op != Op::Prod {
+                check_dtype(comm, op, |x| x as i8, f64::from, 0.0);
+            }
+            if matches!(op, Op::Min | Op::Max) {
+                // u8 holds the inputs shifted by 3; min and max commute with the shift.
+                check_dtype(comm, op, |x| (x + 3.0) as u8, |x| f64::from(x) - 3.0, 0.0);
+            }
+        }
+    }
+}
+
+fn u8_sum_wraps(comm: &Comm) {
+    let size = comm.size().unwrap();
+    let mut data = vec![200u8; 5];
+    comm.allreduce(&mut [&mut data], Op::Sum).unwrap();
+    assert_eq!(data, vec![(200u32 * size as u32 % 256) as u8; 5]);
+}
+
+fn mixed_list(comm: &Comm) {
+    let (rank, size) = (comm.rank().unwrap(), comm.size().unwrap());
+    let mut a = vec![rank as f32; 3];
+    let mut b = vec![rank as i64 + 1; 2];
+    let mut c = vec![bf16::from_f32(1.0); 4];
+    let mut list = TensorList::new();
+    list.push(&mut a).push(&mut b).push(&mut c);
+    comm.allreduce(&mut list, Op::Sum).unwrap();
+    let ranks: i64 = (0..size as i64).sum();
+    assert_eq!(a, vec![ranks as f32; 3]);
+    assert_eq!(b, vec![ranks + size as i64; 2]);
+    assert_eq!(c[0].to_f32(), size as f32);
+}
+
+fn mismatched_lengths_fail_on_every_rank(comm: &Comm) {
+    let rank = comm.rank().unwrap();
+    let mut data = vec![1.0f32; if rank == 0 { 4 } else { 5 }];
+    let err = comm.allreduce(&mut [&mut data], Op::Sum).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Mismatch, "{err}");
+    assert!(err.message().contains("rank"), "{err}");
+    assert_eq!(data, vec![1.0; data.len()], "nothing reduced");
+}
+
+fn mismatched_dtypes_fail_on_every_rank(comm: &Comm) {
+    let rank = comm.rank().unwrap();
+    let mut floats = vec![1.0f32; 4];
+    let mut ints = vec![1i32; 4];
+    let err = if rank == 1 {
+        comm.allreduce(&mut [&mut ints], Op::Sum).unwrap_err()
+    } else {
+        comm.allreduce(&mut [&mut floats], Op::Sum).unwrap_err()
+    };
+    assert_eq!(err.kind(), ErrorKind::Mismatch, "{err}");
+}
+
+fn mismatched_roots_fail_on_every_rank(comm: &Comm) {
+    let rank = comm.rank().unwrap();
+    let mut data = vec![1.0f64; 2];
+    let err = comm.broadcast(&mut [&mut data], if rank == 0 { 0 } else { 1 }).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Mismatch, "{err}");
+}
+
+fn one_invalid_rank_fails_every_rank(comm: &Comm) {
+    let rank = comm.rank().unwrap();
+    let mut data = vec![1i32; 3];
+    let op = if rank == 0 { Op::Avg } else { Op::Sum };
+    let err = comm.allreduce(&mut [&mut data], op).unwrap_err();
+    if rank == 0 {
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert!(err.message().contains("AVG") || err.message().contains("avg"), "{err}");
+    } else {
+        assert_ne!(err.kind(), ErrorKind::InvalidArgument, "peers learn of rank 0's error: {err}");
+    }
+}
+
+fn broadcast_reduce_and_optimizer_state(comm: &Comm) {
+    let (rank, size) = (comm.rank().unwrap(), comm.size().unwrap());
+    let root = size - 1;
+    let mut params = vec![rank as f64; 10];
+    let mut step = vec![rank as i64];
+    comm.broadcast(&mut [&mut params], root).unwrap();
+    comm.broadcast(&mut [&mut step], root).unwrap();
+    assert_eq!((params[9], step[0]), (root as f64, root as i64));
+
+    let mut value = vec![rank as f32 + 1.0];
+    comm.reduce(&mut [&mut value], Op::Max, 0).unwrap();
+    assert_eq!(value[0], if rank == 0 { size as f32 } else { rank as f32 + 1.0 });
+
+    let mut m = vec![rank as f32; 3];
+    let mut scalars = [rank as f64, 0.5 * rank as f64];
+    comm.sync_optimizer_state(&mut [&mut m], &mut scalars, 1).unwrap();
+    assert_eq!((m, scalars), (vec![1.0; 3], [1.0, 0.5]));
+
+    // A different structure on one rank: every rank fails, nothing is overwritten.
+    let mut scalars = vec![rank as f64; if rank == 0 { 1 } else { 2 }];
+    let mut m = vec![rank as f32; 3];
+    let err = comm.sync_optimizer_state(&mut [&mut m], &mut scalars, 0).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Mismatch, "{err}");
+    assert_eq!(m, vec![rank as f32; 3]);
+}
+
+fn check_replicas_reports_a_difference(comm: &Comm) {
+    let rank = comm.rank().unwrap();
+    let same = vec![1.0f32; 8];
+    assert!(comm.check_replicas(&[&same]).unwrap().is_identical());
+    let differs = vec![rank as f32; 8];
+    match comm.check_replicas(&vec![same.clone(), differs]).unwrap() {
+        ddp::Replicas::Differ(message) => assert!(message.contains("1"), "{message}"),
+        ddp::Replicas::Identical => panic!("rank-dependent tensors reported identical"),
+    }
+    comm.barrier().unwrap();
+}
+
+fn async_allreduce(comm: &Comm) {
+    let (rank, size) = (comm.rank().unwrap(), comm.size().unwrap());
+    let mut big = vec![rank as f32; 100_000];
+    let mut small = vec![1i32; 7];
+    let mut forgotten = vec![1.0f64; 3];
+    comm.scope(|s| {
+        let first = s.allreduce_async([&mut big], Op::Avg).unwrap();
+        // Forgotten, never waited for: the scope still waits for it.
+        #[allow(clippy::forget_non_drop)]
+        std::mem::forget(s.allreduce_async([&mut forgotten], Op::Sum).unwrap());
+        let second = s.allreduce_async(vec![&mut small], Op::Sum).unwrap();
+        while !first.test().unwrap() {
+            std::thread::yield_now();
+        }
+        first.wait().unwrap();
+        second.wait().unwrap();
+    })
+    .unwrap();
+    let mean = (0..size).sum::<i32>() as f32 / size as f32;
+    assert_eq!((big[0], big[99_999]), (mean, mean));
+    assert_eq!(small, vec![size; 7]);
+    assert_eq!(forgotten, vec![size as f64; 3]);
+
+    // A mismatch is reported by wait, on every rank.
+    let mut uneven = vec![0.0f32; if rank == 0 { 2 } else { 3 }];
+    let err = comm.scope(|s| s.allreduce_async([&mut uneven], Op::Sum).unwrap().wait()).unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Mismatch, "{err}");
+    // ...and by the scope when nobody waited.
+    let err = comm.scope(|s| drop(s.allreduce_async([&mut uneven], Op::Sum).unwrap())).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Mismatch, "{err}");
+}
+
+fn sampler_covers_every_item(comm: &Comm) {
+    let (rank, size) = (comm.rank().unwrap(), comm.size().unwrap());
+    for n in [10usize, 97, 1000] {
+        let mut sampler = Sampler::new(comm, n).unwrap().seed(3);
+        for epoch in 0..3 {
+            sampler.set_epoch(epoch);
+            let mut seen = vec![0i32; n];
+            let mine: Vec<usize> = sampler.iter().unwrap().collect();
+            assert_eq!(mine.len(), (n + size as usize - 1) / size as usize);
+            for &i in &mine {
+                seen[i] += 1;
+            }
+            comm.allreduce(&mut [&mut seen], Op::Sum).unwrap();
+            assert!(seen.iter().all(|&c| c >= 1), "n {n} epoch {epoch}: an item no rank took");
+            assert_eq!(seen.iter().sum::<i32>() as usize, mine.len() * size as usize);
+            // The same shard as the pure function (and so as C and Python).
+            let opts = ddp::ShardOptions { seed: 3, epoch, ..Default::default() };
+            let direct = ddp::shard_indices(n as i64, rank, size, &opts).unwrap();
+            assert_eq!(mine, direct.iter().map(|&i| i as usize).collect::<Vec<_>>());
+        }
+    }
+}
+
+fn log_from_every_rank(comm: &Comm) {
+    comm.log(ddp::LogLevel::Debug, "collectives_mpi: log line").unwrap();
+}
+
+fn main() {
+    let comm = Comm::init().expect("ddp init");
+    assert_eq!(comm.backend_name().unwrap(), "mpi", "run under mpirun");
+    let tests: [(&str, fn(&Comm)); 12] = [
+        ("every_dtype_and_op", every_dtype_and_op),
+        ("u8_sum_wraps", u8_sum_wraps),
+        ("mixed_list", mixed_list),
+        ("mismatched_lengths_fail_on_every_rank", mismatched_lengths_fail_on_every_rank),
+        ("mismatched_dtypes_fail_on_every_rank", mismatched_dtypes_fail_on_every_rank),
+        ("mismatched_roots_fail_on_every_rank", mismatched_roots_fail_on_every_rank),
+        ("one_invalid_rank_fails_every_rank", one_invalid_rank_fails_every_rank),
+        ("broadcast_reduce_and_optimizer_state", broadcast_reduce_and_optimizer_state),
+        ("check_replicas_reports_a_difference", check_replicas_reports_a_difference),
+        ("async_allreduce", async_allreduce),
+        ("sampler_covers_every_item", sampler_covers_every_item),
+        ("log_from_every_rank", log_from_every_rank),
+    ];
+    let status = mpi_harness::run(&comm, &tests);
+    drop(comm);
+    std::process::exit(status);
+}

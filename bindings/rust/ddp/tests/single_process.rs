@@ -1,0 +1,210 @@
+//! The safe API on one process (the `self` backend): values, errors with
+//! libddp's messages, sharding test vectors, logging, threads.
+use std::sync::Mutex;
+
+use ddp::half::{bf16, f16};
+use ddp::{Backend, Comm, ErrorKind, InitOptions, LogLevel, Op, Sampler, ShardOptions, Strategy, TensorList};
+
+/// libddp has one live world per process; tests take turns.
+static WORLD: Mutex<()> = Mutex::new(());
+
+fn with_comm(test: impl FnOnce(&Comm)) {
+    let _turn = WORLD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let comm = Comm::init_with(&InitOptions { backend: Backend::Self_, ..Default::default() }).unwrap();
+    test(&comm);
+}
+
+#[test]
+fn one_rank_world() {
+    with_comm(|comm| {
+        assert_eq!((comm.rank().unwrap(), comm.size().unwrap()), (0, 1));
+        assert_eq!((comm.local_rank().unwrap(), comm.local_size().unwrap()), (0, 1));
+        assert_eq!(comm.device().unwrap(), None);
+        assert_eq!(comm.backend_name().unwrap(), "self");
+    });
+}
+
+#[test]
+fn every_dtype_and_op_leaves_one_rank_values() {
+    with_comm(|comm| {
+        for op in [Op::Sum, Op::Min, Op::Max, Op::Prod] {
+            let mut a = vec![1.5f32, -2.0];
+            let mut b = vec![0.25f64];
+            let mut c = vec![-3i8, 4];
+            let mut d = vec![7i32];
+            let mut e = vec![i64::MAX];
+            let mut f = vec![200u8];
+            let mut g = vec![f16::from_f32(0.5)];
+            let mut h = vec![bf16::from_f32(-8.0)];
+            let mut list = TensorList::new();
+            list.push(&mut a).push(&mut b).push(&mut c).push(&mut d);
+            list.push(&mut e).push(&mut f).push(&mut g).push(&mut h);
+            comm.allreduce(&mut list, op).unwrap();
+            assert_eq!(
+                (a, b, c, d, e, f),
+                (vec![1.5, -2.0], vec![0.25], vec![-3, 4], vec![7], vec![i64::MAX], vec![200])
+            );
+            assert_eq!((g[0].to_f32(), h[0].to_f32()), (0.5, -8.0));
+        }
+        let mut x = vec![3.0f32; 5];
+        comm.allreduce(&mut [&mut x], Op::Avg).unwrap();
+        assert_eq!(x, [3.0; 5]);
+    });
+}
+
+#[test]
+fn integer_average_is_an_error_naming_the_tensor() {
+    with_comm(|comm| {
+        let mut floats = vec![1.0f32];
+        let mut ints = vec![1i32];
+        let mut list = TensorList::new();
+        list.push(&mut floats).push(&mut ints);
+        let err = comm.allreduce(&mut list, Op::Avg).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert_eq!(err.status_name(), "DDP_ERR_INVALID_ARGUMENT");
+        assert!(err.message().contains("tensor 1") || err.message().contains("tensors[1]"), "{}", err.message());
+        assert!(err.to_string().starts_with("DDP_ERR_INVALID_ARGUMENT: "));
+    });
+}
+
+#[test]
+fn bad_root_is_an_error() {
+    with_comm(|comm| {
+        let mut x = vec![1.0f64];
+        for root in [-1, 1] {
+            let err = comm.broadcast(&mut [&mut x], root).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+            assert!(err.message().contains("root"), "{}", err.message());
+            let err = comm.reduce(&mut [&mut x], Op::Sum, root).unwrap_err();
+            assert!(err.message().contains("root"), "{}", err.message());
+        }
+    });
+}
+
+#[test]
+fn collectives_on_one_rank() {
+    with_comm(|comm| {
+        let mut m = vec![0.5f32; 3];
+        let mut scalars = [4.0, 0.01];
+        comm.sync_optimizer_state(&mut [&mut m], &mut scalars, 0).unwrap();
+        assert_eq!((m, scalars), (vec![0.5; 3], [4.0, 0.01]));
+        assert!(comm.check_replicas(&[vec![1u8, 2, 3]]).unwrap().is_identical());
+        comm.barrier().unwrap();
+        let empty: Vec<&mut [f32]> = Vec::new();
+        let mut empty = empty;
+        comm.allreduce(&mut empty, Op::Sum).unwrap();
+    });
+}
+
+#[test]
+fn async_in_a_scope() {
+    with_comm(|comm| {
+        let mut a = vec![2.0f32; 1000];
+        let mut b = vec![1i64, 2];
+        let done = comm
+            .scope(|s| {
+                let first = s.allreduce_async([&mut a], Op::Avg).unwrap();
+                // Forgotten, never waited for: the scope still waits for it.
+                #[allow(clippy::forget_non_drop)]
+                std::mem::forget(s.allreduce_async(vec![&mut b], Op::Sum).unwrap());
+                first.wait().unwrap();
+                7
+            })
+            .unwrap();
+        assert_eq!((done, a[0], b.clone()), (7, 2.0, vec![1, 2]));
+        let err = comm.scope(|s| s.allreduce_async([&mut b], Op::Avg).map(|_| ())).unwrap().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    });
+}
+
+#[test]
+fn comm_moves_to_another_thread() {
+    let _turn = WORLD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let comm = Comm::init_with(&InitOptions { backend: Backend::Self_, ..Default::default() }).unwrap();
+    let rank = std::thread::spawn(move || comm.rank().unwrap()).join().unwrap();
+    assert_eq!(rank, 0);
+}
+
+#[test]
+fn second_world_and_finalized_comm() {
+    let _turn = WORLD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let opts = InitOptions { backend: Backend::Self_, ..Default::default() };
+    let comm = Comm::init_with(&opts).unwrap();
+    let err = Comm::init_with(&opts).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::AlreadyInitialized);
+    comm.finalize().unwrap();
+}
+
+#[test]
+fn adopting_a_communicator_needs_mpi() {
+    let _turn = WORLD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let opts = InitOptions { backend: Backend::Self_, mpi_comm_fortran: Some(0), ..Default::default() };
+    let err = Comm::init_with(&opts).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.message().contains("mpi_comm_fortran"), "{}", err.message());
+    let opts = InitOptions { backend: Backend::Mpi, mpi_comm_fortran: Some(-5), ..Default::default() };
+    let err = Comm::init_with(&opts).unwrap_err();
+    assert!(err.message().contains("mpi_comm_fortran"), "{}", err.message());
+}
+
+#[test]
+fn shards_match_the_header_test_vectors() {
+    let opts = ShardOptions { seed: 42, ..Default::default() };
+    let strided: Vec<Vec<i64>> = (0..3).map(|rank| ddp::shard_indices(10, rank, 3, &opts).unwrap()).collect();
+    assert_eq!(strided, [vec![0, 8, 7, 3], vec![9, 6, 2, 0], vec![5, 4, 1, 9]]);
+    let contiguous = ShardOptions { strategy: Strategy::Contiguous, ..opts };
+    assert_eq!(ddp::shard_indices(10, 1, 3, &contiguous).unwrap(), [6, 4, 7, 2]);
+    let drop_last = ShardOptions { drop_last: true, ..opts };
+    assert_eq!(ddp::shard_indices(10, 2, 3, &drop_last).unwrap(), [5, 4, 1]);
+    let unshuffled = ShardOptions { shuffle: false, ..opts };
+    assert_eq!(ddp::shard_indices(10, 1, 3, &unshuffled).unwrap(), [1, 4, 7, 0]);
+    // Epoch 1's order is 7 5 8 0 9 6 2 1 4 3: rank 0 takes 7 0 2 3.
+    let mut sampler = Sampler::for_rank(10, 0, 3).seed(42);
+    sampler.set_epoch(1);
+    assert_eq!(sampler.iter().unwrap().collect::<Vec<_>>(), [7, 0, 2, 3]);
+    assert_eq!(sampler.len().unwrap(), 4);
+}
+
+#[test]
+fn bad_shard_arguments_are_errors() {
+    let opts = ShardOptions::default();
+    let err = ddp::shard_indices(10, 3, 3, &opts).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.message().contains("rank"), "{}", err.message());
+    let err = ddp::shard_count(10, 0, &opts).unwrap_err();
+    assert!(err.message().contains("world"), "{}", err.message());
+    assert!(Sampler::for_rank(10, 5, 2).iter().is_err());
+}
+
+/// Collects the lines logged with target "ddp".
+struct Capture(Mutex<Vec<(log::Level, String)>>);
+
+impl log::Log for Capture {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record) {
+        if record.target() == "ddp" {
+            self.0.lock().unwrap().push((record.level(), record.args().to_string()));
+        }
+    }
+    fn flush(&self) {}
+}
+
+static CAPTURE: Capture = Capture(Mutex::new(Vec::new()));
+
+#[test]
+fn log_lines_reach_the_log_crate() {
+    log::set_logger(&CAPTURE).unwrap();
+    log::set_max_level(log::LevelFilter::Debug);
+    with_comm(|comm| {
+        comm.log(LogLevel::Warn, "rust says hello").unwrap();
+        let lines = CAPTURE.0.lock().unwrap().clone();
+        let line = lines.iter().find(|(_, line)| line.contains("rust says hello")).expect("line not captured");
+        assert_eq!(line.0, log::Level::Warn);
+        assert!(line.1.starts_with("[ddp 0/1 "), "{}", line.1);
+        let err = comm.log(LogLevel::Info, "nul \0 byte").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    });
+    ddp::logging::route_to_stderr();
+}
