@@ -40,11 +40,19 @@ int main(void) {
     CHECK(ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, &guarded.opts) == DDP_OK);
     CHECK(values[2] == 3);
     CHECK(ddp_barrier(world, &guarded.opts) == DDP_OK);
+    /* A collective refuses an options struct smaller than any layout. */
+    guarded.opts.struct_size = 8;
+    CHECK(ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, &guarded.opts) ==
+          DDP_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(ddp_last_error_message(), "opts->struct_size is 8") != NULL);
     /* Sizes the library cannot honour are refused, with the reason. */
     CHECK(ddp_collective_options_init(&guarded.opts, 8) == DDP_ERR_INVALID_ARGUMENT);
     CHECK(strstr(ddp_last_error_message(), "struct_size is 8") != NULL);
     CHECK(ddp_collective_options_init(&guarded.opts, 64) == DDP_ERR_INVALID_ARGUMENT);
     CHECK(strstr(ddp_last_error_message(), "newer ddp.h") != NULL);
+    CHECK(ddp_collective_options_init(&guarded.opts, 0) == DDP_ERR_INVALID_ARGUMENT);
+    CHECK(ddp_collective_options_init(&guarded.opts, 15) == DDP_ERR_INVALID_ARGUMENT);
+    CHECK(ddp_collective_options_init(&guarded.opts, 25) == DDP_ERR_INVALID_ARGUMENT);
     for (i = 0; i < sizeof guarded.canary; ++i) CHECK(guarded.canary[i] == 0xAB);
     CHECK(ddp_finalize(world) == DDP_OK);
     printf("an old-layout consumer works against libddp %s\n", ddp_version_string());
