@@ -17,6 +17,10 @@ from pathlib import Path
 
 
 def meson_results(testlog):
+    if not Path(testlog).exists():  # that build failed before it could test
+        print(f"{testlog}: missing, counted as one failure", file=sys.stderr)
+        yield "FAIL"
+        return
     with open(testlog) as log:
         for line in log:
             yield json.loads(line)["result"]

@@ -6,7 +6,7 @@
 lib=$1 root=$2
 current=$(mktemp)
 trap 'rm -f "$current"' EXIT
-abidw --headers-dir "$root/include/ddp" --drop-private-types --no-show-locs --no-corpus-path --no-comp-dir-path --out-file "$current" "$lib" || exit 1
+"$root/abi/dump" "$lib" "$current" || exit 1
 abidiff --suppressions "$root/abi/suppressions" "$root/abi/libddp.abi" "$current"
 status=$?
 if [ $status -ne 0 ]; then
