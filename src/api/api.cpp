@@ -356,7 +356,6 @@ DDP_API ddp_status ddp_allreduce_tensor_list_async(ddp_comm* comm, const ddp_ten
         owned.assign(call.tensors.begin(), call.tensors.end());  // the caller may free its array on return
         auto state = c.submit([&c, owned = std::move(owned), call]() mutable {
             call.tensors = owned;
-            call.in_background = true;
             run_collective(c, call);
         });
         *request = std::make_unique<ddp_request>(ddp_request{std::move(state)}).release();

@@ -20,8 +20,6 @@ constexpr auto hot_spin = std::chrono::microseconds(200);
 constexpr auto control_interval = std::chrono::milliseconds(1);
 // The longest a timeout or stall report waits for peers to say what they do.
 constexpr double answer_wait_s = 1.0;
-// How long the async worker sleeps between tests of a transfer in flight.
-constexpr auto background_pause = std::chrono::microseconds(20);
 
 std::string call_name(uint64_t kind, uint64_t sequence) {
     return std::string(kind_name(kind)) + " #" + std::to_string(sequence);
@@ -119,7 +117,6 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
         if (now - start < hot_spin) continue;
         switch (style) {
         case WaitStyle::for_data: std::this_thread::yield(); break;
-        case WaitStyle::in_background: std::this_thread::sleep_for(background_pause); break;
         case WaitStyle::for_peers: std::this_thread::sleep_for(std::chrono::microseconds(50)); break;
         }
     }

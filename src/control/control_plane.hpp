@@ -23,11 +23,12 @@ Clock::time_point deadline_after(double seconds);
 /// How a wait paces itself once the first microseconds have passed.
 enum class WaitStyle {
     for_peers,  ///< agreement: peers may be far away; sleep briefly between tests
-    for_data,   ///< data transfer: MPI progresses only while tested; just yield
-    /// data transfer on the async worker, beside the caller's compute: sleep
-    /// briefly between tests, so that a busy-polling worker does not take a
-    /// core from the compute it is meant to hide behind.
-    in_background,
+    /// data transfer: MPI progresses only while tested, so the wait keeps
+    /// testing and only yields. (Measured on the async worker against
+    /// sleeping between tests and against backing off once a yield shows
+    /// contention: no better behind CPU-bound compute, worse behind an idle
+    /// host; see README, Benchmark.)
+    for_data,
 };
 
 /// One collective in progress on this rank.
@@ -38,7 +39,6 @@ struct CallContext {
     Clock::time_point deadline;
     Clock::time_point stall_warning_at;
     bool stall_reported = false;
-    WaitStyle data_wait = WaitStyle::for_data;  ///< how its data transfers are waited for
 };
 
 

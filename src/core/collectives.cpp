@@ -80,7 +80,7 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
     };
     auto finish = [&](InFlight& flight) {
         if (flight.step == nullptr) return;
-        comm.control().wait(context, std::move(flight.pending), context.data_wait);
+        comm.control().wait(context, std::move(flight.pending), WaitStyle::for_data);
         const PlanStep& step = *flight.step;
         if (flight.in_bucket) {
             if (unpack_after) unpack(plan, step, tensors, flight.data, divisor);
@@ -143,12 +143,12 @@ void compare_replicas(Communicator& comm, CallContext& context, const Collective
         extremes[2 * i] = hashes[i];
         extremes[2 * i + 1] = ~hashes[i];
     }
-    comm.control().wait(context, backend.start_max_u64(extremes), context.data_wait);
+    comm.control().wait(context, backend.start_max_u64(extremes), WaitStyle::for_data);
     *call.identical = true;
     for (size_t i = 0; i < tensors.size(); ++i) {
         if (extremes[2 * i] == ~extremes[2 * i + 1]) continue;
         std::vector<std::vector<uint64_t>> all;
-        comm.control().wait(context, backend.start_allgather_u64(std::span(&hashes[i], 1), all), context.data_wait);
+        comm.control().wait(context, backend.start_allgather_u64(std::span(&hashes[i], 1), all), WaitStyle::for_data);
         size_t other = 1;
         while (other < all.size() && all[other][0] == all[0][0]) ++other;
         *call.identical = false;
@@ -183,7 +183,7 @@ void move_data(Communicator& comm, CallContext& context, const CollectiveCall& c
             comm.control().wait(context,
                                 backend.start_broadcast(call.scalars.data(),
                                                         static_cast<int64_t>(call.scalars.size_bytes()), call.root),
-                                context.data_wait);
+                                WaitStyle::for_data);
         return;
     case CollectiveKind::check_replicas: return;  // compared without a plan, above
     case CollectiveKind::barrier: return;         // agreement needs every rank: it is the barrier
@@ -209,7 +209,6 @@ private:
 void run_collective(Communicator& comm, const CollectiveCall& call) {
     ControlPlane& control = comm.control();
     CallContext context = control.begin(call.kind, call.timeout_s);
-    if (call.in_background) context.data_wait = WaitStyle::in_background;
     CallScope scope(control);
     const std::vector<uint64_t> words = encode(CallDescription{call.kind, call.op, call.root, call.fusion_bytes,
                                                                static_cast<int64_t>(call.scalars.size()), call.tensors});

@@ -23,7 +23,6 @@ struct CollectiveCall {
     int64_t fusion_bytes = 0;   ///< resolved: never 0; -1 turns fusion off
     std::span<double> scalars;  ///< sync_optimizer_state's
     double timeout_s = 0;       ///< this call's own; 0: the communicator's
-    bool in_background = false; ///< run by the async worker (see WaitStyle)
     /// check_replicas' results: whether all ranks hold the same bytes, and
     /// if not, a sentence naming the tensor and two ranks.
     bool* identical = nullptr;

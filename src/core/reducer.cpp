@@ -152,7 +152,7 @@ void Reducer::start_buckets(bool all) {
         // std::function needs a copyable job, hence the shared holder.
         auto holder = std::make_shared<std::unique_ptr<Pending>>(std::move(bucket.pending));
         bucket.driven = comm_.drive_in_background([this, holder, context = *step_]() mutable {
-            comm_.control().wait(context, std::move(*holder), WaitStyle::in_background);
+            comm_.control().wait(context, std::move(*holder), WaitStyle::for_data);
         });
     }
 }
