@@ -157,6 +157,14 @@ void bench_list(FILE* csv, const std::string& label, const GradientList& g, int 
     strategies.emplace_back("libddp, views of (c)", [&] {
         ddp_allreduce_tensor_list(world, views.data(), static_cast<int64_t>(views.size()), DDP_OP_SUM, nullptr);
     });
+    // Persistent buckets: the gradients already live in the reducer's
+    // buckets; a step marks them all (last first) and waits.
+    ddp_reducer* reducer = nullptr;
+    ddp_reducer_create(world, b.list.data(), static_cast<int64_t>(b.list.size()), DDP_OP_SUM, nullptr, &reducer);
+    strategies.emplace_back("libddp reducer", [&] {
+        for (size_t i = b.list.size(); i-- > 0;) ddp_reducer_mark_ready(reducer, static_cast<int64_t>(i));
+        ddp_reducer_wait(reducer);
+    });
     strategies.emplace_back("memcpy (floor)", [&] { std::memcpy(copy.data(), flat.data(), flat.size() * sizeof(float)); });
     // Rounds of every strategy in turn, so that the machine's drift touches all
     // alike, in a new order each round (the same on every rank: fixed seed): a
@@ -180,6 +188,7 @@ void bench_list(FILE* csv, const std::string& label, const GradientList& g, int 
     }
     for (size_t k = 0; k < strategies.size(); ++k)
         print_row(csv, label, g, strategies[k].first, stats[k], stats[0].median);
+    ddp_reducer_free(reducer);
 }
 
 // A simulated backward pass: the gradients appear last layer first, with
