@@ -12,6 +12,9 @@ namespace ddp {
 
 namespace {
 
+// How many bucket reductions may be in flight at once.
+constexpr size_t max_in_flight = 4;
+
 bool is_marked(std::span<const uint64_t> bits, size_t index) { return (bits[index / 64] >> (index % 64)) & 1u; }
 
 // Ranks a and b marked different gradients in a step: name the first.
@@ -136,9 +139,29 @@ void Reducer::mark_ready(int64_t index) {
     start_buckets(false);
 }
 
+size_t Reducer::in_flight() const {
+    size_t count = 0;
+    for (size_t b = 0; b < next_to_start_; ++b) {
+        const Bucket& bucket = buckets_[b];
+        if (!bucket.finished && (bucket.pending || (bucket.driven && !bucket.driven->done()))) ++count;
+    }
+    return count;
+}
+
 void Reducer::start_buckets(bool all) {
     Backend& backend = comm_.backend();
     while (next_to_start_ < buckets_.size() && (all || buckets_[next_to_start_].unmarked == 0)) {
+        // A few in flight at a time: Open MPI progresses a hundred
+        // concurrent non-blocking allreduces more slowly than a few.
+        if (in_flight() >= max_in_flight) {
+            if (!all) return;  // a later mark_ready or wait starts it
+            for (size_t b = 0; b < next_to_start_; ++b)
+                if (!buckets_[b].finished) {
+                    finish_bucket(buckets_[b]);
+                    break;
+                }
+            continue;
+        }
         Bucket& bucket = buckets_[next_to_start_++];
         bucket.started = true;
         if (backend.size() == 1 || bucket.elements == 0) {
@@ -163,6 +186,8 @@ void Reducer::progress() {
         if (bucket.pending && bucket.pending->test()) {
             bucket.pending.reset();
             bucket.finished = true;
+        } else if (bucket.driven && bucket.driven->done()) {
+            finish_bucket(bucket);  // collects the worker's status without waiting
         }
     }
 }
@@ -186,7 +211,7 @@ void Reducer::wait() {
         start_buckets(true);  // unmarked ones too: no peer may wait for ever
         ControlPlane& control = comm_.control();
         for (Bucket& bucket : buckets_) {
-            finish_bucket(bucket);
+            if (!bucket.finished) finish_bucket(bucket);
             if (op_ == DDP_OP_AVG && comm_.backend().size() > 1)
                 divide_copy(bucket.storage.data(), bucket.storage.data(), bucket.elements, bucket.dtype,
                             static_cast<double>(comm_.backend().size()));

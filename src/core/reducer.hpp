@@ -62,8 +62,11 @@ private:
     /// (never a different collective) before any bucket moves.
     void open_step();
     /// Starts buckets in index order (the same order on every rank, as MPI
-    /// requires), as long as the next one is complete or `all` is set.
+    /// requires), as long as the next one is complete or `all` is set, at
+    /// most a few at a time (with `all`, waiting for the oldest first).
     void start_buckets(bool all);
+    /// How many started buckets have not finished.
+    size_t in_flight() const;
     /// Tests the reductions in flight, so that they progress between marks
     /// (when no background thread drives them).
     void progress();
