@@ -613,9 +613,10 @@ end
     ddp_comm_abort(comm, reason)
 
 Breaks the communicator on purpose and tells every peer, as a timeout
-does: every later call on it, here and on the peers, returns
-DDP_ERR_TIMEOUT naming this rank and `reason` (may be NULL), instead of
-the peers waiting for this rank until their timeout. For a rank that hit
+does: every later call on it returns DDP_ERR_TIMEOUT, here with `reason`
+(may be NULL), on the peers naming this rank, instead of the peers
+waiting for this rank until their timeout; a call already waiting (on
+another thread: a watchdog may call this) ends too. For a rank that hit
 an error of its own (a NaN loss, an out-of-memory) and is about to stop.
 Local; never blocks. ddp_finalize is still needed.
 """
@@ -673,7 +674,9 @@ end
     ddp_reducer_free(reducer)
 
 Frees the reducer and its buckets; NULL is a no-op. A step in progress
-is waited for first. Local.
+is finished first (as ddp_reducer_wait, so then it is collective). After
+a step that failed with reductions in flight, the buckets are kept until
+the communicator is finalized, since MPI may still write into them.
 """
 function ddp_reducer_free(reducer)
     @ccall libddp_path().ddp_reducer_free(reducer::Ptr{ddp_reducer})::ddp_status
