@@ -523,21 +523,25 @@ DDP_API ddp_status ddp_reducer_create(ddp_comm* comm, const ddp_tensor* gradient
         Communicator& c = live_comm(comm);
         c.run([&] {
             double timeout_s = 0;
-            CallOptions options{};
-            std::span<const ddp_tensor> list;
-            ddp_op checked = DDP_OP_SUM;
+            CollectiveCall call;
             try {
-                require_not_null(reducer, "reducer");
-                options = checked_call_options(opts, c);
-                timeout_s = options.timeout_s;
-                list = checked_tensor_list(gradients, n, "gradients", DataPointers::ignored);
-                checked = checked_op(op, list);
+                call = described_call(c, CollectiveKind::reducer_create, opts,
+                                      [&](Communicator&, const CallOptions& options) {
+                                          require_not_null(reducer, "reducer");
+                                          CollectiveCall valid;
+                                          valid.tensors =
+                                              checked_tensor_list(gradients, n, "gradients", DataPointers::ignored);
+                                          valid.op = checked_op(op, valid.tensors);
+                                          valid.fusion_bytes = options.fusion_bytes;
+                                          return valid;
+                                      },
+                                      timeout_s);
             } catch (const Error& invalid) {
                 report_invalid_call(c, CollectiveKind::reducer_create, timeout_s, invalid);
             }
-            const int64_t bucket_bytes = options.fusion_bytes > 0 ? options.fusion_bytes : 0;
+            const int64_t bucket_bytes = call.fusion_bytes > 0 ? call.fusion_bytes : 0;
             auto made = std::make_unique<ddp_reducer>(
-                ddp_reducer{comm, std::make_unique<Reducer>(c, list, checked, bucket_bytes, options.timeout_s)});
+                ddp_reducer{comm, std::make_unique<Reducer>(c, call.tensors, call.op, bucket_bytes, call.timeout_s)});
             *reducer = made.release();
         });
     });

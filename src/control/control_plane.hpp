@@ -72,7 +72,6 @@ public:
     /// Tells the peers that this rank takes part in no further collective.
     void announce_finalize();
 
-    double timeout_s() const { return timeout_s_; }
     /// What this rank is doing, as peers are told.
     PeerStatus status() const;
 
@@ -99,6 +98,18 @@ private:
     std::atomic<bool> broken_{false};
     mutable std::mutex broken_mutex_;
     std::string broken_message_;  // guarded by broken_mutex_
+};
+
+/// Ends the control plane's record of a call however the call leaves.
+class CallScope {
+public:
+    explicit CallScope(ControlPlane& control) : control_(control) {}
+    ~CallScope() { control_.end(); }
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+
+private:
+    ControlPlane& control_;
 };
 
 }  // namespace ddp

@@ -192,18 +192,6 @@ void move_data(Communicator& comm, CallContext& context, const CollectiveCall& c
     }
 }
 
-/// Ends the control plane's record of a call however it leaves.
-class CallScope {
-public:
-    explicit CallScope(ControlPlane& control) : control_(control) {}
-    ~CallScope() { control_.end(); }
-    CallScope(const CallScope&) = delete;
-    CallScope& operator=(const CallScope&) = delete;
-
-private:
-    ControlPlane& control_;
-};
-
 }  // namespace
 
 void run_collective(Communicator& comm, const CollectiveCall& call) {

@@ -52,10 +52,7 @@ Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_
     // Agree first: a rank whose list differs allocates nothing.
     ControlPlane& control = comm_.control();
     CallContext context = control.begin(CollectiveKind::reducer_create, timeout_s_);
-    struct End {
-        ControlPlane& control;
-        ~End() { control.end(); }
-    } end{control};
+    CallScope scope(control);
     agree(comm_.backend(), control, context,
           encode(CallDescription{CollectiveKind::reducer_create, op, 0, bucket_bytes, 0, layout_}));
 
