@@ -92,7 +92,8 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
     InFlight previous;
     size_t next_half = 0;
     for (const PlanStep& step : plan.steps) {
-        InFlight current{&step};
+        InFlight current;
+        current.step = &step;
         if (!step.fused) {
             current.data = static_cast<std::byte*>(tensors[static_cast<size_t>(plan.members_of(step)[0])].data);
         } else if (std::byte* in_place = contiguous_members(plan, step, tensors)) {

@@ -70,7 +70,7 @@ Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_
         const auto width = static_cast<int64_t>(element_size(dtype));
         auto found = open.find(dtype);
         if (found == open.end() || buckets_[found->second].elements + tensor.count > bucket_bytes / width) {
-            buckets_.push_back(Bucket{dtype});
+            buckets_.emplace_back().dtype = dtype;
             found = open.insert_or_assign(dtype, buckets_.size() - 1).first;
         }
         Bucket& bucket = buckets_[found->second];

@@ -39,7 +39,7 @@ public:
 
 private:
     struct Bucket {
-        ddp_dtype dtype;
+        ddp_dtype dtype = DDP_DTYPE_F32;
         int64_t elements = 0;
         std::vector<std::byte> storage;
         size_t unmarked = 0;  ///< members not yet marked this step
