@@ -53,6 +53,21 @@
  *    collective cannot be cancelled): keep them alive, and end the job, as
  *    PyTorch's watchdog does. ddp_finalize on a broken communicator returns
  *    in bounded time.
+ *  - GPU buffers (DDP_DEVICE_CUDA): a list is all host memory or all
+ *    device memory of the communicator's GPU (ddp_device); anything else is
+ *    DDP_ERR_INVALID_ARGUMENT. A device call is ordered on the CUDA stream
+ *    of its options (ddp_collective_options.cuda_stream), as NCCL's and
+ *    PyTorch's are. With the `nccl` backend NCCL moves the bytes: the call
+ *    returns once the work is enqueued, without waiting for the GPU, and a
+ *    watchdog thread holds that work to the call's timeout (past it, or on
+ *    an NCCL error, it aborts the NCCL communicator and the communicator is
+ *    broken: later calls return DDP_ERR_TIMEOUT or DDP_ERR_BACKEND with
+ *    NCCL's own message). With the `mpi` backend the buffers are staged
+ *    through pinned host memory (MPI is never handed device memory) and the
+ *    call returns when the result is back in the device buffers.
+ *    ddp_check_replicas on device buffers always reads them on the host. A
+ *    stream that is being captured into a CUDA graph is refused
+ *    (DDP_ERR_UNSUPPORTED): capture is not supported in this version.
  */
 #ifndef DDP_DDP_H
 #define DDP_DDP_H
@@ -61,7 +76,7 @@
 #include <stdint.h>
 
 #define DDP_VERSION_MAJOR 1
-#define DDP_VERSION_MINOR 0
+#define DDP_VERSION_MINOR 1
 #define DDP_VERSION_PATCH 0
 /** The version as one number: major * 10000 + minor * 100 + patch. */
 #define DDP_VERSION_NUMBER \
@@ -155,7 +170,7 @@ typedef enum ddp_dtype DDP_ENUM_BASE {
 /** Where a buffer lives; values equal DLPack's DLDeviceType. */
 typedef enum ddp_device_type DDP_ENUM_BASE {
     DDP_DEVICE_CPU = 1,        /* kDLCPU */
-    DDP_DEVICE_CUDA = 2,       /* kDLCUDA: not supported in this version */
+    DDP_DEVICE_CUDA = 2,       /* kDLCUDA: memory of the communicator's GPU */
     DDP_DEVICE_CUDA_HOST = 3,  /* kDLCUDAHost: pinned host memory, used as CPU */
     DDP_DEVICE_ROCM = 10,      /* kDLROCM: not supported */
     DDP_DEVICE_CUDA_MANAGED = 13 /* kDLCUDAManaged: not supported */
@@ -163,7 +178,8 @@ typedef enum ddp_device_type DDP_ENUM_BASE {
 
 /**
  * A contiguous buffer of `count` elements of `dtype`. `data` may be NULL
- * only when `count` is 0. `device_id` is ignored for CPU buffers.
+ * only when `count` is 0. `device_id` is ignored for host buffers; for
+ * DDP_DEVICE_CUDA it must be the communicator's device (ddp_device).
  *
  * Lists of tensors are passed as arrays, so this layout is final: 32 bytes
  * on every 64-bit platform, no padding, the same in every language.
@@ -222,7 +238,12 @@ typedef enum ddp_backend DDP_ENUM_BASE {
     DDP_BACKEND_SELF = 1,
     /** Open MPI (or any MPI-3 library) on CPU buffers. */
     DDP_BACKEND_MPI = 2,
-    /** NCCL on device buffers: not implemented in this version. */
+    /** NCCL moves device buffers between the ranks' GPUs; agreement,
+     *  timeouts and host buffers go through MPI (or `self` for one process
+     *  started without a launcher). libddp loads NCCL at run time
+     *  (dlopen of libnccl.so.2, or the file DDP_NCCL_LIBRARY names, e.g.
+     *  the one in the nvidia-nccl-cu13 wheel), so a machine without NCCL
+     *  runs every CPU path of the same binary. */
     DDP_BACKEND_NCCL = 3
 } ddp_backend;
 
@@ -269,8 +290,11 @@ DDP_API ddp_status ddp_init_options_init(ddp_init_options* opts, uint32_t struct
  * Returns DDP_ERR_INVALID_ARGUMENT (NULL `world`, a bad options field, an
  * unknown DDP_BACKEND value), DDP_ERR_ALREADY_INITIALIZED (a world from an
  * earlier ddp_init is still live, or MPI was already finalized),
- * DDP_ERR_UNSUPPORTED (backend not built in, or `nccl`; a launcher started
- * several ranks but libddp was built without MPI), DDP_ERR_BACKEND.
+ * DDP_ERR_UNSUPPORTED (backend not built in; a launcher started several
+ * ranks but libddp was built without MPI; `nccl` where it cannot work: the
+ * message says which of libddp built without CUDA, no CUDA driver, no GPU,
+ * NCCL not found or too old, or two ranks on one GPU), DDP_ERR_TIMEOUT (the
+ * NCCL communicator was not set up within the timeout), DDP_ERR_BACKEND.
  */
 DDP_API ddp_status ddp_init(const ddp_init_options* opts, ddp_comm** world);
 
@@ -298,7 +322,7 @@ DDP_API ddp_status ddp_local_rank(const ddp_comm* comm, int32_t* local_rank);
 DDP_API ddp_status ddp_local_size(const ddp_comm* comm, int32_t* local_size);
 /** The CUDA device assigned to this rank, or -1 when none is. */
 DDP_API ddp_status ddp_device(const ddp_comm* comm, int32_t* device_id);
-/** "self" or "mpi": a static string. */
+/** "self", "mpi" or "nccl": a static string. */
 DDP_API ddp_status ddp_backend_name(const ddp_comm* comm, const char** name);
 
 /* ------------------------------------------------------------------------ */
@@ -322,7 +346,16 @@ typedef struct ddp_collective_options {
     /** Seconds this call may take before DDP_ERR_TIMEOUT; 0 means the
      *  communicator's timeout. Local: ranks may use different values. */
     double timeout_s;
+    /** The cudaStream_t that a call on device buffers is ordered on. NULL
+     *  (the default) is CUDA's legacy default stream;
+     *  (void*)DDP_CUDA_STREAM_PER_THREAD is the per-thread default stream.
+     *  Ignored for host buffers. Local. (Added in 1.1.) */
+    void* cuda_stream;
 } ddp_collective_options;
+
+/** The value of cudaStreamPerThread, for ddp_collective_options.cuda_stream
+ *  in programs that do not include the CUDA headers. */
+#define DDP_CUDA_STREAM_PER_THREAD 2
 
 /** Fills the first `struct_size` bytes of `opts` with the defaults (as
  *  ddp_init_options_init does). */
@@ -336,7 +369,8 @@ DDP_API ddp_status ddp_collective_options_init(ddp_collective_options* opts,
  * `tensors` may be NULL only when `n` is 0; the list may be empty and
  * tensors may have count 0. Integer dtypes with DDP_OP_AVG are rejected.
  * Collective. Returns DDP_ERR_INVALID_ARGUMENT (naming the tensor index and
- * field), DDP_ERR_UNSUPPORTED (device buffers), DDP_ERR_MISMATCH (ranks
+ * field), DDP_ERR_UNSUPPORTED (device buffers on a rank without a usable
+ * GPU; the message says why), DDP_ERR_MISMATCH (ranks
  * disagree; the message names both ranks and the first differing tensor),
  * DDP_ERR_NOT_INITIALIZED, DDP_ERR_TIMEOUT, DDP_ERR_BACKEND,
  * DDP_ERR_OUT_OF_MEMORY.
@@ -361,6 +395,10 @@ typedef struct ddp_request ddp_request;
  * (mismatch, timeout, backend) are reported by ddp_request_wait/test.
  * Needs MPI_THREAD_SERIALIZED or better when the backend is MPI
  * (DDP_ERR_UNSUPPORTED otherwise).
+ * On device buffers with the `nccl` backend the work is enqueued on the
+ * options' stream before this returns, and the request completes when the
+ * GPU has finished it; staged through MPI, the background thread starts
+ * once the stream has reached the call.
  */
 DDP_API ddp_status ddp_allreduce_tensor_list_async(ddp_comm* comm, const ddp_tensor* tensors,
                                                    int64_t n, ddp_op op,
@@ -561,6 +599,18 @@ DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t worl
 DDP_API ddp_status ddp_comm_abort(ddp_comm* comm, const char* reason);
 
 /**
+ * Makes the cudaStream_t `cuda_stream` (NULL: the legacy default stream)
+ * wait for `request` without blocking the host, where the request runs on
+ * the GPU (device buffers with the `nccl` backend): work enqueued on that
+ * stream afterwards starts once the request's reduction has finished. For
+ * any other request it waits on the host, as ddp_request_wait. Returns the
+ * request's status when it is known by then (an error reported by the
+ * watchdog later shows in ddp_request_wait and on the communicator).
+ * DDP_ERR_UNSUPPORTED in a libddp built without CUDA.
+ */
+DDP_API ddp_status ddp_request_stream_wait(ddp_request* request, void* cuda_stream);
+
+/**
  * Persistent gradient buckets (PyTorch DDP's reducer): the way a training
  * loop should reduce its gradients every step.
  *
@@ -585,7 +635,9 @@ DDP_API ddp_status ddp_comm_abort(ddp_comm* comm, const char* reason);
 typedef struct ddp_reducer ddp_reducer;
 
 /** Registers `n` gradients (their dtype and count; `data` is ignored and
- *  may be NULL) to be reduced with `op` every step. Collective.
+ *  may be NULL) to be reduced with `op` every step. Collective. The
+ *  buckets live in host memory: device gradients are DDP_ERR_UNSUPPORTED
+ *  in this version (reduce them with ddp_allreduce_tensor_list).
  *  DDP_ERR_INVALID_ARGUMENT for a bad list or op, DDP_ERR_MISMATCH when
  *  ranks register different lists, and the errors of ddp_init's backend. */
 DDP_API ddp_status ddp_reducer_create(ddp_comm* comm, const ddp_tensor* gradients, int64_t n, ddp_op op,

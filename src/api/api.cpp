@@ -18,7 +18,9 @@
 #include "core/settings.hpp"
 #include "core/shard.hpp"
 #include "ddp/ddp.h"
-#include "device/cuda/gpu_device.hpp"
+#include "control/startup.hpp"
+#include "core/device_collectives.hpp"
+#include "device/cuda/cuda.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -35,6 +37,8 @@ struct ddp_comm {
 
 struct ddp_request {
     std::shared_ptr<ddp::RequestState> state;
+    /// For a request that runs on the GPU: the end of its work on the stream.
+    std::shared_ptr<ddp::cuda::Event> event;
 };
 
 struct ddp_reducer {
@@ -83,6 +87,7 @@ Communicator& live_comm(const ddp_comm* handle) {
 struct CallOptions {
     int64_t fusion_bytes;
     double timeout_s;
+    void* cuda_stream;
 };
 
 CallOptions checked_call_options(const ddp_collective_options* opts, const Communicator& comm) {
@@ -92,7 +97,17 @@ CallOptions checked_call_options(const ddp_collective_options* opts, const Commu
                                            "; it must be -1 (no fusion), 0 (default) or a byte count");
     if (!(read.timeout_s >= 0) || std::isinf(read.timeout_s))
         fail(DDP_ERR_INVALID_ARGUMENT, "opts->timeout_s must be a finite number >= 0 (0: the communicator's)");
-    return {read.fusion_bytes != 0 ? read.fusion_bytes : comm.settings().fusion_bytes, read.timeout_s};
+    return {read.fusion_bytes != 0 ? read.fusion_bytes : comm.settings().fusion_bytes, read.timeout_s,
+            read.cuda_stream};
+}
+
+/// What a call's tensor list is called in its messages.
+const char* list_name(CollectiveKind kind) {
+    switch (kind) {
+    case CollectiveKind::sync_optimizer_state: return "leaves";
+    case CollectiveKind::reducer_create: return "gradients";
+    default: return "tensors";
+    }
 }
 
 /// What a collective entry point validates: its arguments, into a call.
@@ -108,6 +123,11 @@ CollectiveCall described_call(Communicator& comm, CollectiveKind kind, const ddp
     CollectiveCall call = describe(comm, options);
     call.kind = kind;
     call.timeout_s = options.timeout_s;
+    call.on_device = checked_list_place(call.tensors, list_name(kind), comm.gpu());
+    if (call.on_device) {
+        cuda::check_stream(options.cuda_stream);
+        call.stream = options.cuda_stream;
+    }
     return call;
 }
 
@@ -146,45 +166,59 @@ std::span<const ddp_tensor> checked_writable_list(const ddp_tensor* tensors, int
     return list;
 }
 
+/// The backend to start first; for nccl, the host backend that carries
+/// its control plane (NCCL itself starts once every rank's settings are good).
 std::unique_ptr<Backend> make_backend(ddp_backend backend, int64_t mpi_comm_fortran) {
     switch (backend) {
     case DDP_BACKEND_MPI: return make_mpi_backend(mpi_comm_fortran);
-    case DDP_BACKEND_NCCL: return make_nccl_backend();
+    case DDP_BACKEND_NCCL: return mpi_launch_detected() ? make_mpi_backend(mpi_comm_fortran) : make_self_backend();
     default: return make_self_backend();
     }
 }
 
-/// The ranks (besides this one) whose settings failed, exchanged so that a
-/// rank with a bad environment makes every rank's ddp_init fail together
-/// instead of leaving its peers to wait in their first collective.
-std::vector<int> ranks_that_failed_to_start(Backend& backend, bool this_rank_failed, double timeout_s) {
-    ControlPlane control(backend, timeout_s, timeout_s);
-    CallContext context = control.begin(CollectiveKind::barrier, 0);
-    const uint64_t mine = this_rank_failed ? 1 : 0;
-    std::vector<std::vector<uint64_t>> all;
-    control.wait(context, backend.start_allgather_u64(std::span(&mine, 1), all), WaitStyle::for_peers);
-    std::vector<int> failed;
-    for (size_t r = 0; r < all.size(); ++r)
-        if (all[r].at(0) != 0) failed.push_back(static_cast<int>(r));
-    return failed;
+/// The reducer keeps its buckets in host memory (see ddp_reducer_create).
+void refuse_device_gradients(std::span<const ddp_tensor> gradients) {
+    for (size_t i = 0; i < gradients.size(); ++i)
+        if (gradients[i].device_type == DDP_DEVICE_CUDA)
+            fail(DDP_ERR_UNSUPPORTED, "gradients[" + std::to_string(i) +
+                                          "] is in device memory, but the reducer keeps its buckets in host memory "
+                                          "in this version; reduce device gradients with ddp_allreduce_tensor_list");
 }
 
-/// Whether every rank reaches this point within `seconds`.
-bool all_reach(Backend& backend, double seconds) {
-    ControlPlane control(backend, seconds, seconds);
-    CallContext context = control.begin(CollectiveKind::barrier, 0);
+/// An async call on the GPU: enqueued on the caller's stream now, in call
+/// order; the watchdog completes the request when the GPU is done. Errors
+/// of the operation (mismatch, timeout) go to the request, as they would
+/// from the background thread.
+std::unique_ptr<ddp_request> start_on_gpu(Communicator& comm, CollectiveCall& call) {
+    call.gpu_request = std::make_shared<GpuRequest>();
     try {
-        control.wait(context, backend.start_finalize_barrier(), WaitStyle::for_peers);
-        return true;
-    } catch (const Error&) {
-        return false;
+        comm.run([&] { run_collective(comm, call); });
+    } catch (const Error& error) {
+        if (error.status() == DDP_ERR_INVALID_ARGUMENT) throw;  // another thread is inside: refused, as in submit
+        call.gpu_request->state->complete(error.status(), error.what());
     }
+    return std::make_unique<ddp_request>(ddp_request{call.gpu_request->state, call.gpu_request->event});
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-    std::string text;
-    for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
-    return text;
+/// An async call on the communicator's background thread. Device buffers
+/// staged through the host start there once the caller's stream has
+/// reached the call (an event recorded now), on libddp's own stream.
+std::unique_ptr<ddp_request> start_in_background(Communicator& comm, CollectiveCall call) {
+    std::vector<ddp_tensor> owned(call.tensors.begin(), call.tensors.end());  // the caller may free its array
+    std::shared_ptr<cuda::Event> reached;
+    if (call.on_device) {
+        reached = std::make_shared<cuda::Event>();
+        reached->record(call.stream);
+    }
+    auto state = comm.submit([&comm, owned = std::move(owned), reached, call]() mutable {
+        call.tensors = owned;
+        if (reached) {
+            call.stream = comm.worker_stream();
+            reached->make_wait(call.stream);
+        }
+        run_collective(comm, call);
+    });
+    return std::make_unique<ddp_request>(ddp_request{std::move(state), nullptr});
 }
 
 template <typename T>
@@ -259,7 +293,7 @@ DDP_API ddp_status ddp_init(const ddp_init_options* opts_in, ddp_comm** world) {
             settings.backend = fallback_backend(opts);
         }
         std::unique_ptr<Backend> backend = make_backend(settings.backend, opts.mpi_comm_fortran);
-        const std::vector<int> failed = ranks_that_failed_to_start(*backend, invalid.has_value(), settings.timeout_s);
+        const std::vector<int> failed = ranks_that_failed(*backend, invalid.has_value(), settings.timeout_s);
         if (!failed.empty()) {
             backend->finalize(all_reach(*backend, failed_start_wait_s));
             if (invalid) throw Error(invalid->status(), "rank " + std::to_string(backend->rank()) + ": " + invalid->what());
@@ -268,9 +302,18 @@ DDP_API ddp_status ddp_init(const ddp_init_options* opts_in, ddp_comm** world) {
                                        "naming the option or environment variable), so no rank starts");
         }
         set_log_threshold(settings.log_threshold);
-        const int device = assign_gpu(backend->local_rank());
+        cuda::GpuAssignment gpu = cuda::assign_gpu(backend->local_rank());
+        if (settings.backend == DDP_BACKEND_NCCL) {
+            try {
+                backend = make_nccl_backend(backend, gpu, settings.timeout_s);
+            } catch (const Error&) {
+                backend->finalize(all_reach(*backend, failed_start_wait_s));
+                throw;
+            }
+        }
+        const int device = gpu.device;
         auto handle = std::make_unique<ddp_comm>();
-        handle->live = std::make_unique<Communicator>(std::move(backend), settings, device);
+        handle->live = std::make_unique<Communicator>(std::move(backend), settings, std::move(gpu));
         const Backend& started = handle->live->backend();
         log_line(started.rank(), started.size(), DDP_LOG_DEBUG,
                  std::string("initialized backend ") + started.name() + ", local rank " +
@@ -352,13 +395,7 @@ DDP_API ddp_status ddp_allreduce_tensor_list_async(ddp_comm* comm, const ddp_ten
             // In order: after the requests queued before this one.
             c.run([&] { report_invalid_call(c, CollectiveKind::allreduce, timeout_s, invalid); });
         }
-        std::vector<ddp_tensor> owned;
-        owned.assign(call.tensors.begin(), call.tensors.end());  // the caller may free its array on return
-        auto state = c.submit([&c, owned = std::move(owned), call]() mutable {
-            call.tensors = owned;
-            run_collective(c, call);
-        });
-        *request = std::make_unique<ddp_request>(ddp_request{std::move(state)}).release();
+        *request = (runs_on_gpu(c, call) ? start_on_gpu(c, call) : start_in_background(c, call)).release();
     });
 }
 
@@ -376,6 +413,24 @@ DDP_API ddp_status ddp_request_test(ddp_request* request, int32_t* done) {
         require_not_null(done, "done");
         *done = request->state->done() ? 1 : 0;
         if (*done) {
+            std::string message;
+            const ddp_status status = request->state->wait(message);
+            if (status != DDP_OK) fail(status, message);
+        }
+    });
+}
+
+DDP_API ddp_status ddp_request_stream_wait(ddp_request* request, void* cuda_stream) {
+    return guarded([&] {
+        require_not_null(request, "request");
+        if (!request->event) {  // not on the GPU: the host waits
+            std::string message;
+            const ddp_status status = request->state->wait(message);
+            if (status != DDP_OK) fail(status, message);
+            return;
+        }
+        request->event->make_wait(cuda_stream);
+        if (request->state->done()) {
             std::string message;
             const ddp_status status = request->state->wait(message);
             if (status != DDP_OK) fail(status, message);
@@ -531,6 +586,7 @@ DDP_API ddp_status ddp_reducer_create(ddp_comm* comm, const ddp_tensor* gradient
                                           CollectiveCall valid;
                                           valid.tensors =
                                               checked_tensor_list(gradients, n, "gradients", DataPointers::ignored);
+                                          refuse_device_gradients(valid.tensors);
                                           valid.op = checked_op(op, valid.tensors);
                                           valid.fusion_bytes = options.fusion_bytes;
                                           return valid;

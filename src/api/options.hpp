@@ -19,6 +19,7 @@ inline ddp_collective_options default_collective_options() {
     opts.struct_size = sizeof opts;
     opts.fusion_bytes = 0;
     opts.timeout_s = 0;
+    opts.cuda_stream = nullptr;  // the legacy default stream
     return opts;
 }
 

@@ -20,14 +20,13 @@ void check_device(const ddp_tensor& tensor, const char* what, size_t index) {
     switch (static_cast<int>(tensor.device_type)) {
     case DDP_DEVICE_CPU:
     case DDP_DEVICE_CUDA_HOST:
-        return;
     case DDP_DEVICE_CUDA:
+        return;
     case DDP_DEVICE_CUDA_MANAGED:
     case DDP_DEVICE_ROCM:
         fail(DDP_ERR_UNSUPPORTED,
-             tensor_name(what, index) + " is a GPU buffer (device_type " + std::to_string(tensor.device_type) +
-                 ", device " + std::to_string(tensor.device_id) +
-                 "): this version of libddp reduces CPU buffers only; copy it to the host first");
+             tensor_name(what, index) + " is " + device_type_name(tensor.device_type) +
+                 " memory, which this version of libddp does not reduce (host and CUDA device memory only)");
     default:
         fail(DDP_ERR_INVALID_ARGUMENT, tensor_name(what, index) + ".device_type " +
                                            std::to_string(tensor.device_type) +
@@ -68,6 +67,29 @@ std::span<const ddp_tensor> checked_tensor_list(const ddp_tensor* tensors, int64
         check_device(tensor, what, i);
     }
     return list;
+}
+
+bool checked_list_place(std::span<const ddp_tensor> tensors, const char* what, const cuda::GpuAssignment& gpu) {
+    if (tensors.empty()) return false;
+    const auto on_device = [](const ddp_tensor& t) { return t.device_type == DDP_DEVICE_CUDA; };
+    const bool device = on_device(tensors[0]);
+    for (size_t i = 1; i < tensors.size(); ++i)
+        if (on_device(tensors[i]) != device)
+            fail(DDP_ERR_INVALID_ARGUMENT,
+                 tensor_name(what, 0) + " is in " + (device ? "device" : "host") + " memory but " +
+                     tensor_name(what, i) + " is in " + (device ? "host" : "device") +
+                     " memory; one call takes a list that is all host or all device memory (split it in two calls)");
+    if (!device) return false;
+    if (gpu.device < 0)
+        fail(DDP_ERR_UNSUPPORTED, tensor_name(what, 0) + " is on cuda:" + std::to_string(tensors[0].device_id) +
+                                      " but this rank has no GPU: " + gpu.unavailable_reason);
+    for (size_t i = 0; i < tensors.size(); ++i)
+        if (tensors[i].device_id != gpu.device)
+            fail(DDP_ERR_INVALID_ARGUMENT,
+                 tensor_name(what, i) + " is on cuda:" + std::to_string(tensors[i].device_id) +
+                     " but this communicator's GPU is cuda:" + std::to_string(gpu.device) +
+                     " (ddp_device); move it there, or map ranks to GPUs with CUDA_VISIBLE_DEVICES");
+    return true;
 }
 
 ddp_op checked_op(int op, std::span<const ddp_tensor> tensors) {

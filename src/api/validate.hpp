@@ -1,15 +1,18 @@
 // Argument checks for the C boundary. Each throws ddp::Error with
-// DDP_ERR_INVALID_ARGUMENT (or DDP_ERR_UNSUPPORTED for device buffers) and a
+// DDP_ERR_INVALID_ARGUMENT (or DDP_ERR_UNSUPPORTED for memory no GPU here can reduce) and a
 // message naming the argument and the tensor index.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "ddp/ddp.h"
+#include "device/cuda/cuda.hpp"
 #include "util/error.hpp"
 
 namespace ddp {
@@ -28,6 +31,11 @@ enum class DataPointers { used, ignored };
 std::span<const ddp_tensor> checked_tensor_list(const ddp_tensor* tensors, int64_t n, const char* what,
                                                 DataPointers data = DataPointers::used);
 
+/// Whether a checked list is in device memory: all of it on the
+/// communicator's GPU, or all in host memory (DDP_ERR_INVALID_ARGUMENT
+/// otherwise; DDP_ERR_UNSUPPORTED with the reason when the rank has no GPU).
+bool checked_list_place(std::span<const ddp_tensor> tensors, const char* what, const cuda::GpuAssignment& gpu);
+
 /// A valid op; AVG only when every tensor is floating.
 ddp_op checked_op(int op, std::span<const ddp_tensor> tensors);
 
@@ -39,29 +47,31 @@ int32_t checked_root(int32_t root, int size);
 /// O(n log n) otherwise.
 void check_no_overlap(std::span<const ddp_tensor> tensors, const char* what);
 
-/// The size of an options struct's first released layout: the smallest
-/// struct_size a caller may pass. Fields after it are defaulted for callers
-/// compiled against an older header.
+/// The sizes of an options struct's released layouts, oldest first: the
+/// struct_size values a caller may pass. Fields after the caller's layout
+/// are defaulted for callers compiled against an older header; a size
+/// between layouts would cut a field in two, so it is refused.
 template <typename Options>
-constexpr size_t first_layout_size();
-template <>
-constexpr size_t first_layout_size<ddp_init_options>() { return sizeof(ddp_init_options); }
-template <>
-constexpr size_t first_layout_size<ddp_collective_options>() {
-    // libddp 0.1's ddp_allreduce_options: struct_size and fusion_bytes.
-    return offsetof(ddp_collective_options, timeout_s);
+std::vector<size_t> released_sizes() {
+    return {sizeof(Options)};
 }
 template <>
-constexpr size_t first_layout_size<ddp_shard_options>() { return sizeof(ddp_shard_options); }
+inline std::vector<size_t> released_sizes<ddp_collective_options>() {
+    // 0.1: {struct_size, fusion_bytes}; 1.0: + timeout_s; 1.1: + cuda_stream.
+    return {offsetof(ddp_collective_options, timeout_s), offsetof(ddp_collective_options, cuda_stream),
+            sizeof(ddp_collective_options)};
+}
 
 template <typename Options>
 void check_struct_size(uint32_t struct_size, const std::string& what) {
-    if (struct_size < first_layout_size<Options>() || struct_size > sizeof(Options))
-        fail(DDP_ERR_INVALID_ARGUMENT,
-             what + " is " + std::to_string(struct_size) + " but this libddp accepts " +
-                 std::to_string(first_layout_size<Options>()) + " to " + std::to_string(sizeof(Options)) +
-                 " bytes (fill the struct with its _init function and sizeof; a larger size means "
-                 "the program was built against a newer ddp.h than this library)");
+    const std::vector<size_t> sizes = released_sizes<Options>();
+    if (std::find(sizes.begin(), sizes.end(), struct_size) != sizes.end()) return;
+    std::string accepted;
+    for (size_t size : sizes) accepted += (accepted.empty() ? "" : ", ") + std::to_string(size);
+    fail(DDP_ERR_INVALID_ARGUMENT,
+         what + " is " + std::to_string(struct_size) + " but this libddp accepts " + accepted +
+             " bytes (fill the struct with its _init function and sizeof; a larger size means "
+             "the program was built against a newer ddp.h than this library)");
 }
 
 /// Writes the defaults into the first `struct_size` bytes of the caller's

@@ -22,6 +22,8 @@
 
 namespace ddp {
 
+class DevicePlane;
+
 using Clock = std::chrono::steady_clock;
 
 /// An operation a backend has started. test() advances it and returns true
@@ -43,7 +45,7 @@ struct PeerStatus {
 /// A message a rank sends to all its peers when it stops taking part: it
 /// gave up on a collective (a timeout), was aborted, or is finalizing.
 struct AbortNotice {
-    enum class Reason : uint64_t { gave_up = 0, aborted = 1, finalizing = 2 };
+    enum class Reason : uint64_t { gave_up = 0, aborted = 1, finalizing = 2, device_failed = 3 };
     int from_rank = -1;
     uint64_t sequence = 0;  ///< the sender's last collective (its number)
     uint64_t kind = 0;      ///< and its CollectiveKind
@@ -114,6 +116,10 @@ public:
     /// Releases the backend. With `peers_present` false nothing collective
     /// is called (MPI is left running so the process can still exit).
     virtual void finalize(bool peers_present) = 0;
+
+    /// Where device buffers travel on the GPU (nccl); nullptr when they are
+    /// staged through host memory instead.
+    virtual DevicePlane* device_plane() { return nullptr; }
 };
 
 std::unique_ptr<Backend> make_self_backend();

@@ -16,4 +16,8 @@ const char* kind_name(uint64_t kind) {
     return "an unknown collective";
 }
 
+std::string call_name(uint64_t kind, uint64_t sequence) {
+    return std::string(kind_name(kind)) + " #" + std::to_string(sequence);
+}
+
 }  // namespace ddp

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace ddp {
 
@@ -19,5 +20,8 @@ enum class CollectiveKind : uint64_t {
 
 /// "allreduce", ...; "an unknown collective" for other values.
 const char* kind_name(uint64_t kind);
+
+/// "allreduce #5": a communicator's collective by kind and number.
+std::string call_name(uint64_t kind, uint64_t sequence);
 
 }  // namespace ddp

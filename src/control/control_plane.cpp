@@ -21,10 +21,6 @@ constexpr auto control_interval = std::chrono::milliseconds(1);
 // The longest a timeout or stall report waits for peers to say what they do.
 constexpr double answer_wait_s = 1.0;
 
-std::string call_name(uint64_t kind, uint64_t sequence) {
-    return std::string(kind_name(kind)) + " #" + std::to_string(sequence);
-}
-
 std::string seconds_text(double seconds) {
     char text[32];
     std::snprintf(text, sizeof text, "%.3g s", seconds);
@@ -82,6 +78,9 @@ std::optional<std::string> ControlPlane::failure_from_notice(uint64_t sequence) 
     case AbortNotice::Reason::aborted:
         return peer + " aborted the communicator (ddp_comm_abort, after " + its_call + ") and told " + mine +
                "; the communicator is unusable: finalize it and end the job";
+    case AbortNotice::Reason::device_failed:
+        return peer + "'s GPU work failed or timed out (after " + its_call + "), and it told " + mine +
+               "; the communicator is unusable: finalize it and end the job";
     case AbortNotice::Reason::gave_up:
         if (sequence < notice->sequence) return std::nullopt;  // an earlier call every rank joined
         return peer + " gave up on " + its_call + " after its timeout and told " + mine +
@@ -94,7 +93,7 @@ void ControlPlane::fail_broken(const std::string& message, std::unique_ptr<Pendi
     if (pending) backend_.abandon(std::move(pending));
     if (!message.empty()) mark_broken(message);
     std::lock_guard lock(broken_mutex_);
-    fail(DDP_ERR_TIMEOUT, broken_message_);
+    fail(broken_status_, broken_message_);
 }
 
 void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, WaitStyle style) {
@@ -127,6 +126,15 @@ void ControlPlane::abort(const std::string& reason) {
     mark_broken("rank " + std::to_string(backend_.rank()) + " aborted the communicator (" + reason +
                 "); it is unusable: finalize it and end the job");
     backend_.send_abort(AbortNotice{backend_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::aborted});
+}
+
+void ControlPlane::break_from_device(ddp_status failure, const std::string& message) {
+    const PeerStatus mine = status();
+    mark_broken("rank " + std::to_string(backend_.rank()) + ": " + message +
+                    "; the communicator is unusable: finalize it and end the job",
+                failure);
+    log_line(backend_.rank(), backend_.size(), DDP_LOG_ERROR, message);
+    backend_.send_abort(AbortNotice{backend_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::device_failed});
 }
 
 void ControlPlane::announce_finalize() {
@@ -187,10 +195,11 @@ std::string ControlPlane::who_is_missing(const CallContext& call, Clock::time_po
     return missing.empty() ? "every rank has joined; the data transfer itself is slow" : missing;
 }
 
-void ControlPlane::mark_broken(const std::string& message) {
+void ControlPlane::mark_broken(const std::string& message, ddp_status status) {
     std::lock_guard lock(broken_mutex_);
     if (broken_.load(std::memory_order_relaxed)) return;  // the first reason stays
     broken_message_ = message;
+    broken_status_ = status;
     broken_.store(true, std::memory_order_release);
 }
 

@@ -69,6 +69,10 @@ public:
     bool broken() const { return broken_.load(std::memory_order_acquire); }
     /// Breaks the communicator on purpose and tells the peers (ddp_comm_abort).
     void abort(const std::string& reason);
+    /// Breaks the communicator because its GPU work failed or timed out (the
+    /// device plane's watchdog, from its own thread) and tells the peers;
+    /// later calls fail with `failure` and `message`.
+    void break_from_device(ddp_status failure, const std::string& message);
     /// Tells the peers that this rank takes part in no further collective.
     void announce_finalize();
 
@@ -82,12 +86,13 @@ private:
     /// call 5 finish here).
     std::optional<std::string> failure_from_notice(uint64_t sequence);
     /// Abandons `pending`, marks the communicator broken with `message` (the
-    /// first reason stays) and throws DDP_ERR_TIMEOUT with the first reason.
+    /// first reason stays) and throws the first reason (DDP_ERR_TIMEOUT
+    /// unless the device plane broke it with another status).
     [[noreturn]] void fail_broken(const std::string& message, std::unique_ptr<Pending> pending);
     void report_stall(CallContext& call);
     /// "rank 1 has not joined (its last call: barrier #4, finished)", ...
     std::string who_is_missing(const CallContext& call, Clock::time_point answer_deadline);
-    void mark_broken(const std::string& message);
+    void mark_broken(const std::string& message, ddp_status status = DDP_ERR_TIMEOUT);
 
     Backend& backend_;
     const double timeout_s_;
@@ -98,6 +103,7 @@ private:
     std::atomic<bool> broken_{false};
     mutable std::mutex broken_mutex_;
     std::string broken_message_;  // guarded by broken_mutex_
+    ddp_status broken_status_ = DDP_ERR_TIMEOUT;  // guarded by broken_mutex_
 };
 
 /// Ends the control plane's record of a call however the call leaves.

@@ -32,7 +32,9 @@ private:
 
 class AsyncWorker {
 public:
-    AsyncWorker() = default;
+    /// `before_each_job` runs on the worker's thread before every job (it
+    /// makes the rank's GPU current); its error fails that job.
+    explicit AsyncWorker(std::function<void()> before_each_job = {}) : before_each_job_(std::move(before_each_job)) {}
     ~AsyncWorker();
     AsyncWorker(const AsyncWorker&) = delete;
     AsyncWorker& operator=(const AsyncWorker&) = delete;
@@ -51,6 +53,7 @@ private:
     };
     void loop();
 
+    std::function<void()> before_each_job_;
     std::mutex mutex_;
     std::condition_variable changed_;
     std::deque<Job> queue_;

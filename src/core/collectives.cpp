@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "control/agreement.hpp"
+#include "core/device_collectives.hpp"
 #include "device/cpu/elementwise.hpp"
 #include "util/dtype.hpp"
 #include "util/error.hpp"
@@ -204,15 +205,17 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
     agree(comm.backend(), control, context, words);
     if (comm.backend().size() == 1) {  // one rank: every result is the input
         if (call.identical != nullptr) *call.identical = true;
+        if (call.gpu_request) call.gpu_request->state->complete(DDP_OK, "");
         return;
     }
     // Past agreement the peers count on this rank: if it fails on its own
     // (out of memory, a backend error), they are told at once instead of
     // waiting for their timeout.
     try {
-        if (call.kind == CollectiveKind::check_replicas) return compare_replicas(comm, context, call);
-        const FusionPlan& plan = comm.plans().plan(words, call.tensors, policy_for_bucket_bytes(call.fusion_bytes));
-        move_data(comm, context, call, plan);
+        if (call.on_device)
+            run_device_data_phase(comm, context, call, words);
+        else
+            run_host_data_phase(comm, context, call, words);
     } catch (const Error& error) {
         if (error.status() != DDP_ERR_TIMEOUT) control.abort(std::string(error.what()));
         throw;
@@ -220,6 +223,13 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
         control.abort("out of memory during " + std::string(kind_name(static_cast<uint64_t>(call.kind))));
         throw;
     }
+}
+
+void run_host_data_phase(Communicator& comm, CallContext& context, const CollectiveCall& call,
+                         std::span<const uint64_t> words) {
+    if (call.kind == CollectiveKind::check_replicas) return compare_replicas(comm, context, call);
+    const FusionPlan& plan = comm.plans().plan(words, call.tensors, policy_for_bucket_bytes(call.fusion_bytes));
+    move_data(comm, context, call, plan);
 }
 
 void announce_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s) {

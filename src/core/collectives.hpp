@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -13,6 +14,17 @@
 #include "core/communicator.hpp"
 
 namespace ddp {
+
+namespace cuda {
+class Event;
+}
+
+/// An async call whose work runs on the GPU (device buffers, nccl): the
+/// watchdog completes `state`; `event` marks the work's end on the stream.
+struct GpuRequest {
+    std::shared_ptr<RequestState> state = std::make_shared<RequestState>();
+    std::shared_ptr<cuda::Event> event;
+};
 
 /// One collective as every rank describes it (after validation).
 struct CollectiveCall {
@@ -27,10 +39,22 @@ struct CollectiveCall {
     /// if not, a sentence naming the tensor and two ranks.
     bool* identical = nullptr;
     std::string* difference = nullptr;
+    /// Whether the tensors are in device memory (all of them; validated).
+    bool on_device = false;
+    /// The cudaStream_t device work is ordered on (ddp_collective_options).
+    void* stream = nullptr;
+    /// Set for an async call that runs on the GPU (see runs_on_gpu).
+    std::shared_ptr<GpuRequest> gpu_request;
 };
 
 /// Runs `call` on this rank. Throws ddp::Error (mismatch, timeout, backend).
+/// On the GPU (runs_on_gpu) it returns once the work is enqueued.
 void run_collective(Communicator& comm, const CollectiveCall& call);
+
+/// What follows agreement: the data phase of a host call (device calls
+/// staged through host memory end here too).
+void run_host_data_phase(Communicator& comm, CallContext& context, const CollectiveCall& call,
+                         std::span<const uint64_t> words);
 
 /// Takes part in agreement for a call of `kind` whose arguments failed
 /// validation on this rank, so that its peers fail at once instead of waiting.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "backend/device_plane.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -24,12 +25,19 @@ private:
     std::atomic<bool>& in_use_;
 };
 
-Communicator::Communicator(std::unique_ptr<Backend> backend, const Settings& settings, int device)
+Communicator::Communicator(std::unique_ptr<Backend> backend, const Settings& settings, cuda::GpuAssignment gpu)
     : backend_(std::move(backend)),
       settings_(settings),
       control_(*backend_, settings.timeout_s, settings.stall_warning_s),
-      device_(device) {
+      gpu_(std::move(gpu)),
+      worker_([device = gpu_.device] {
+          if (device >= 0) cuda::make_current(device);  // every libddp thread has the rank's GPU current
+      }) {
     backend_->start_control([this] { return control_.status(); });
+    if (DevicePlane* plane = backend_->device_plane())
+        plane->on_failure([this](ddp_status status, const std::string& message) {
+            control_.break_from_device(status, message);
+        });
 }
 
 Communicator::~Communicator() = default;
@@ -64,6 +72,11 @@ std::shared_ptr<RequestState> Communicator::submit(std::function<void()> collect
              "async collectives need MPI_THREAD_SERIALIZED or better, but MPI was initialized "
              "with a lower thread level (initialize MPI with MPI_Init_thread, or let libddp do it)");
     return worker_.submit(std::move(collective));
+}
+
+void* Communicator::worker_stream() {
+    if (!worker_stream_) worker_stream_ = std::make_unique<cuda::Stream>();
+    return worker_stream_->get();
 }
 
 std::span<std::byte> Communicator::fusion_buffer(size_t bytes) {

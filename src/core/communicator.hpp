@@ -16,12 +16,13 @@
 #include "core/async_worker.hpp"
 #include "core/plan_cache.hpp"
 #include "core/settings.hpp"
+#include "device/cuda/cuda.hpp"
 
 namespace ddp {
 
 class Communicator {
 public:
-    Communicator(std::unique_ptr<Backend> backend, const Settings& settings, int device);
+    Communicator(std::unique_ptr<Backend> backend, const Settings& settings, cuda::GpuAssignment gpu);
     ~Communicator();
     Communicator(const Communicator&) = delete;
     Communicator& operator=(const Communicator&) = delete;
@@ -30,7 +31,9 @@ public:
     const Backend& backend() const { return *backend_; }
     ControlPlane& control() { return control_; }
     const Settings& settings() const { return settings_; }
-    int device() const { return device_; }
+    /// The rank's GPU (-1: none) and, without one, why.
+    const cuda::GpuAssignment& gpu() const { return gpu_; }
+    int device() const { return gpu_.device; }
 
     /// Runs a collective on the caller's thread after every async request
     /// started earlier has finished, so that ranks see calls in one order.
@@ -56,6 +59,11 @@ public:
 
     /// A scratch buffer of at least `bytes`, kept between calls.
     std::span<std::byte> fusion_buffer(size_t bytes);
+    /// Pinned host memory of at least `bytes` for staging device buffers.
+    std::span<std::byte> staging_buffer(size_t bytes) { return staging_.get(bytes); }
+    /// A CUDA stream of libddp's own, for staged async requests (created on
+    /// first use, on the async worker's thread).
+    void* worker_stream();
     PlanCache& plans() { return plans_; }
 
     /// Waits for async work, then releases the backend; returns in bounded
@@ -72,10 +80,12 @@ private:
     std::unique_ptr<Backend> backend_;
     Settings settings_;
     ControlPlane control_;
-    int device_;
+    cuda::GpuAssignment gpu_;
     std::atomic<bool> in_use_{false};
     const void* reducer_step_owner_ = nullptr;  // touched only by the thread holding in_use_
     std::vector<std::byte> buffer_;
+    cuda::PinnedBuffer staging_;
+    std::unique_ptr<cuda::Stream> worker_stream_;
     PlanCache plans_{8};
     AsyncWorker worker_;  // last: its thread stops before the rest goes
 };

@@ -1,7 +1,8 @@
-"""Writes a copy of ddp.h as a program built against an older libddp saw it:
-ddp_collective_options without its last field, timeout_s (the first released
-layout, {struct_size, fusion_bytes}). Fails loudly if the header no longer
-has that field where this expects it, so the copy cannot silently drift.
+"""Writes a copy of ddp.h as a program built against the first libddp saw it:
+ddp_collective_options without the fields added since, timeout_s (1.0) and
+cuda_stream (1.1): the first released layout, {struct_size, fusion_bytes}.
+Fails loudly if the header no longer ends the struct with those fields, so
+the copy cannot silently drift.
 
     make_old_header.py include/ddp/ddp.h OUT.h
 """
@@ -13,8 +14,9 @@ text = open(header).read()
 struct = re.search(r"typedef struct ddp_collective_options \{.*?\} ddp_collective_options;", text, re.S)
 if struct is None:
     sys.exit(f"{header}: no ddp_collective_options struct")
-field = re.search(r"\n    /\*\* Seconds this call may take.*?\*/\n    double timeout_s;\n", struct.group(0), re.S)
-if field is None or not struct.group(0).rstrip().endswith("double timeout_s;\n} ddp_collective_options;".rstrip()):
-    sys.exit(f"{header}: timeout_s is no longer ddp_collective_options' last field; update this test")
+field = re.search(r"\n    /\*\* Seconds this call may take.*?\*/\n    double timeout_s;\n.*?\*/\n    void\* cuda_stream;\n",
+                  struct.group(0), re.S)
+if field is None or not struct.group(0).rstrip().endswith("void* cuda_stream;\n} ddp_collective_options;".rstrip()):
+    sys.exit(f"{header}: timeout_s and cuda_stream are no longer ddp_collective_options' last fields; update this test")
 old_struct = struct.group(0).replace(field.group(0), "\n")
 open(out, "w").write(text.replace(struct.group(0), old_struct))

@@ -1,5 +1,5 @@
-/* A program compiled against the older header (make_old_header.py: no
- * ddp_collective_options.timeout_s) runs against this library: _init must
+/* A program compiled against the first header (make_old_header.py: no
+ * ddp_collective_options.timeout_s or cuda_stream) runs against this library: _init must
  * not write past the old, smaller struct, and the library must read it. */
 #include <stdio.h>
 #include <string.h>
@@ -52,7 +52,8 @@ int main(void) {
     CHECK(strstr(ddp_last_error_message(), "newer ddp.h") != NULL);
     CHECK(ddp_collective_options_init(&guarded.opts, 0) == DDP_ERR_INVALID_ARGUMENT);
     CHECK(ddp_collective_options_init(&guarded.opts, 15) == DDP_ERR_INVALID_ARGUMENT);
-    CHECK(ddp_collective_options_init(&guarded.opts, 25) == DDP_ERR_INVALID_ARGUMENT);
+    CHECK(ddp_collective_options_init(&guarded.opts, 25) == DDP_ERR_INVALID_ARGUMENT); /* between layouts */
+    CHECK(ddp_collective_options_init(&guarded.opts, 33) == DDP_ERR_INVALID_ARGUMENT);
     for (i = 0; i < sizeof guarded.canary; ++i) CHECK(guarded.canary[i] == 0xAB);
     CHECK(ddp_finalize(world) == DDP_OK);
     printf("an old-layout consumer works against libddp %s\n", ddp_version_string());

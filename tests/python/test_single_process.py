@@ -167,12 +167,49 @@ def test_a_tree_changed_in_place_is_returned_itself(comm):
     assert comm.allreduce(grads) is grads and comm.broadcast(grads) is grads
 
 
-def test_cuda_tensors_are_refused_by_this_version(comm):
-    class FakeCudaInterface:  # a real interface dict; libddp is what refuses it
-        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (4096, False),
-                                    "version": 3, "strides": None}
-    with pytest.raises(ddp.UnsupportedError, match="DDP_ERR_UNSUPPORTED"):
-        comm.allreduce([FakeCudaInterface()])
+class CudaInterface:
+    """A __cuda_array_interface__ (version 3) for memory that is never touched:
+    libddp refuses it first on a machine without a GPU, which is what is tested."""
+
+    def __init__(self, stream=None):
+        self.__cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (4096, False),
+                                         "version": 3, "strides": None, "stream": stream}
+
+
+def test_gpu_arrays_on_a_rank_without_a_gpu_say_why(comm):
+    if comm.device >= 0:
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(ddp.UnsupportedError) as caught:
+        comm.allreduce([CudaInterface()])
+    assert "tensors[0] is on cuda:0 but this rank has no GPU" in str(caught.value)
+    with pytest.raises(ddp.InvalidArgumentError, match="tensors\\[0\\] is in device memory but "
+                                                       "tensors\\[1\\] is in host memory"):
+        comm.allreduce([CudaInterface(), np.ones(4, np.float32)])
+
+
+def test_a_cuda_array_with_work_on_another_stream_is_refused(comm):
+    with pytest.raises(ValueError, match="pending on stream 7, but this call runs on stream 1"):
+        comm.allreduce([CudaInterface(stream=7)])
+
+
+def test_streams_are_given_as_handles_or_stream_objects(comm):
+    from ddp._communicator import stream_handle
+    from ddp._tensors import dlpack_stream
+
+    class CupyLikeStream:
+        ptr = 0x5000
+
+    class TorchLikeStream:
+        cuda_stream = 0x6000
+    assert [stream_handle(s) for s in (None, 0x1234, CupyLikeStream(), TorchLikeStream())] == \
+        [0, 0x1234, 0x5000, 0x6000]
+    with pytest.raises(TypeError, match="stream: expected None, an int"):
+        stream_handle("default")
+    # DLPack names CUDA's legacy default stream 1; ddp.h names it NULL.
+    assert [dlpack_stream(s) for s in (0, 2, 0x5000)] == [1, 2, 0x5000]
+    # Host arrays ignore the stream.
+    values = np.ones(3)
+    assert comm.allreduce(values, stream=CupyLikeStream()) is values
 
 
 def test_every_op_defaults_to_sum(comm):

@@ -110,8 +110,12 @@ TEST_F(SelfBackend, BadTensorLists) {
     EXPECT_TRUE(mentions("tensors[1].device_type 42"));
     list[1] = second;
     list[1].device_type = DDP_DEVICE_CUDA;
+    EXPECT_EQ(allreduce(list, 2), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(mentions("tensors[0] is in host memory but tensors[1] is in device memory")) << message();
+    list[1] = second;
+    list[1].device_type = DDP_DEVICE_CUDA_MANAGED;
     EXPECT_EQ(allreduce(list, 2), DDP_ERR_UNSUPPORTED);
-    EXPECT_TRUE(mentions("GPU buffer"));
+    EXPECT_TRUE(mentions("tensors[1] is cuda_managed memory")) << message();
     list[1] = second;
     EXPECT_EQ(allreduce(list, 2, 17), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("op 17"));
@@ -252,7 +256,7 @@ TEST(Status, NamesAndVersion) {
     EXPECT_STREQ(ddp_status_name(DDP_ERR_MISMATCH), "DDP_ERR_MISMATCH");
     EXPECT_STREQ(ddp_status_name(static_cast<ddp_status>(99)), "DDP_ERR_UNKNOWN_STATUS");
     EXPECT_EQ(ddp_version(), static_cast<uint32_t>(DDP_VERSION_NUMBER));
-    EXPECT_STREQ(ddp_version_string(), "1.0.0");
+    EXPECT_STREQ(ddp_version_string(), "1.1.0");
 }
 
 }  // namespace

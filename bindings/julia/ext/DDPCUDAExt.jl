@@ -1,8 +1,7 @@
 """
 `CuArray`s as libddp device tensors: pointer, device and element type, so that every
-DDP collective takes them as it takes `Array`s. This libddp version answers device
-buffers with `DDP_ERR_UNSUPPORTED` (a `DDPError`); the same calls reduce on the GPU
-once libddp's NCCL backend lands.
+DDP collective takes them as it takes `Array`s: with `DDP_BACKEND=nccl` NCCL reduces
+them on the GPU, with `mpi` libddp stages them through pinned host memory.
 """
 module DDPCUDAExt
 
@@ -12,9 +11,10 @@ using DDP: DDP, LibDDP
 """
     DDP.tensor(x::CuArray)
 
-The device `ddp_tensor` of `x`. ddp.h has no stream argument, so the task's stream is
-synchronized first: kernels still writing `x` (the backward pass) finish before
-libddp reads it.
+The device `ddp_tensor` of `x`. libddp orders device calls on the stream of its
+options, by default CUDA's legacy default stream, which CUDA.jl's task streams do not
+wait for; so the task's stream is synchronized first: kernels still writing `x` (the
+backward pass) finish before libddp reads it.
 """
 function DDP.tensor(x::CuArray{T}) where {T}
     CUDA.synchronize(CUDA.stream())

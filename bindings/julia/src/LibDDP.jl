@@ -56,10 +56,11 @@ function __init__()
 end
 
 const DDP_VERSION_MAJOR = 1
-const DDP_VERSION_MINOR = 0
+const DDP_VERSION_MINOR = 1
 const DDP_VERSION_PATCH = 0
-const DDP_VERSION_NUMBER = 10000
+const DDP_VERSION_NUMBER = 10100
 const DDP_NO_MPI_COMM = -1
+const DDP_CUDA_STREAM_PER_THREAD = 2
 const DDP_SHARD_SHUFFLE_MAX_ITEMS = 4294967296
 
 @cenum ddp_status::UInt32 begin
@@ -182,7 +183,8 @@ mutable struct ddp_reducer end
 
 """
 A contiguous buffer of `count` elements of `dtype`. `data` may be NULL
-only when `count` is 0. `device_id` is ignored for CPU buffers.
+only when `count` is 0. `device_id` is ignored for host buffers; for
+DDP_DEVICE_CUDA it must be the communicator's device (ddp_device).
 
 Lists of tensors are passed as arrays, so this layout is final: 32 bytes
 on every 64-bit platform, no padding, the same in every language.
@@ -225,6 +227,7 @@ struct ddp_collective_options
     struct_size::UInt32
     fusion_bytes::Int64
     timeout_s::Cdouble
+    cuda_stream::Ptr{Cvoid}
 end
 
 struct ddp_shard_options
@@ -305,8 +308,11 @@ Collective: every rank of the communicator must call it.
 Returns DDP_ERR_INVALID_ARGUMENT (NULL `world`, a bad options field, an
 unknown DDP_BACKEND value), DDP_ERR_ALREADY_INITIALIZED (a world from an
 earlier ddp_init is still live, or MPI was already finalized),
-DDP_ERR_UNSUPPORTED (backend not built in, or `nccl`; a launcher started
-several ranks but libddp was built without MPI), DDP_ERR_BACKEND.
+DDP_ERR_UNSUPPORTED (backend not built in; a launcher started several
+ranks but libddp was built without MPI; `nccl` where it cannot work: the
+message says which of libddp built without CUDA, no CUDA driver, no GPU,
+NCCL not found or too old, or two ranks on one GPU), DDP_ERR_TIMEOUT (the
+NCCL communicator was not set up within the timeout), DDP_ERR_BACKEND.
 """
 function ddp_init(opts, world)
     @ccall libddp_path().ddp_init(opts::Ptr{ddp_init_options}, world::Ptr{Ptr{ddp_comm}})::ddp_status
@@ -375,7 +381,7 @@ end
 """
     ddp_backend_name(comm, name)
 
-"self" or "mpi": a static string.
+"self", "mpi" or "nccl": a static string.
 """
 function ddp_backend_name(comm, name)
     @ccall libddp_path().ddp_backend_name(comm::Ptr{ddp_comm}, name::Ptr{Ptr{Cchar}})::ddp_status
@@ -400,7 +406,8 @@ rank holds the same result in every tensor.
 `tensors` may be NULL only when `n` is 0; the list may be empty and
 tensors may have count 0. Integer dtypes with DDP_OP_AVG are rejected.
 Collective. Returns DDP_ERR_INVALID_ARGUMENT (naming the tensor index and
-field), DDP_ERR_UNSUPPORTED (device buffers), DDP_ERR_MISMATCH (ranks
+field), DDP_ERR_UNSUPPORTED (device buffers on a rank without a usable
+GPU; the message says why), DDP_ERR_MISMATCH (ranks
 disagree; the message names both ranks and the first differing tensor),
 DDP_ERR_NOT_INITIALIZED, DDP_ERR_TIMEOUT, DDP_ERR_BACKEND,
 DDP_ERR_OUT_OF_MEMORY.
@@ -424,6 +431,10 @@ Argument errors are reported here; errors of the operation itself
 (mismatch, timeout, backend) are reported by ddp_request_wait/test.
 Needs MPI_THREAD_SERIALIZED or better when the backend is MPI
 (DDP_ERR_UNSUPPORTED otherwise).
+On device buffers with the `nccl` backend the work is enqueued on the
+options' stream before this returns, and the request completes when the
+GPU has finished it; staged through MPI, the background thread starts
+once the stream has reached the call.
 """
 function ddp_allreduce_tensor_list_async(comm, tensors, n, op, opts, request)
     @ccall libddp_path().ddp_allreduce_tensor_list_async(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options}, request::Ptr{Ptr{ddp_request}})::ddp_status
@@ -625,10 +636,28 @@ function ddp_comm_abort(comm, reason)
 end
 
 """
+    ddp_request_stream_wait(request, cuda_stream)
+
+Makes the cudaStream_t `cuda_stream` (NULL: the legacy default stream)
+wait for `request` without blocking the host, where the request runs on
+the GPU (device buffers with the `nccl` backend): work enqueued on that
+stream afterwards starts once the request's reduction has finished. For
+any other request it waits on the host, as ddp_request_wait. Returns the
+request's status when it is known by then (an error reported by the
+watchdog later shows in ddp_request_wait and on the communicator).
+DDP_ERR_UNSUPPORTED in a libddp built without CUDA.
+"""
+function ddp_request_stream_wait(request, cuda_stream)
+    @ccall libddp_path().ddp_request_stream_wait(request::Ptr{ddp_request}, cuda_stream::Ptr{Cvoid})::ddp_status
+end
+
+"""
     ddp_reducer_create(comm, gradients, n, op, opts, reducer)
 
 Registers `n` gradients (their dtype and count; `data` is ignored and
-may be NULL) to be reduced with `op` every step. Collective.
+may be NULL) to be reduced with `op` every step. Collective. The
+buckets live in host memory: device gradients are DDP_ERR_UNSUPPORTED
+in this version (reduce them with ddp_allreduce_tensor_list).
 DDP_ERR_INVALID_ARGUMENT for a bad list or op, DDP_ERR_MISMATCH when
 ranks register different lists, and the errors of ddp_init's backend.
 """

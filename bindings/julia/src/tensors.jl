@@ -100,7 +100,9 @@ op_code(op) = throw(ArgumentError(
     collective_options(fusion_bytes, timeout_s)
 
 `C_NULL` (libddp's defaults) when both are `nothing`, else a filled
-`Ref{ddp_collective_options}` (fusion bucket bytes, -1 for no fusion; seconds).
+`Ref{ddp_collective_options}` (fusion bucket bytes, -1 for no fusion; seconds). Device
+calls run on libddp's default stream (CUDA's legacy default stream); the CUDA extension
+synchronizes the task's stream before handing libddp a `CuArray`.
 """
 function collective_options(fusion_bytes, timeout_s)
     fusion_bytes === nothing && timeout_s === nothing && return C_NULL
@@ -110,6 +112,7 @@ function collective_options(fusion_bytes, timeout_s)
     opts[] = LibDDP.ddp_collective_options(
         defaults.struct_size,
         fusion_bytes === nothing ? defaults.fusion_bytes : Int64(fusion_bytes),
-        timeout_s === nothing ? defaults.timeout_s : Float64(timeout_s))
+        timeout_s === nothing ? defaults.timeout_s : Float64(timeout_s),
+        defaults.cuda_stream)
     return opts
 end

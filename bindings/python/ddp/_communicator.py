@@ -38,11 +38,28 @@ def _op(op):
     raise ValueError(f"op {op!r}: expected one of {', '.join(OP_OF_NAME)}")
 
 
-def _collective_options(fusion_bytes=None):
+def stream_handle(stream):
+    """The cudaStream_t of `stream` as an int: None is CUDA's legacy default
+    stream (0), an int is taken as the handle itself, and stream objects give
+    theirs (CuPy's .ptr, PyTorch's .cuda_stream)."""
+    if stream is None:
+        return 0
+    if isinstance(stream, int):
+        return stream
+    for attribute in ("ptr", "cuda_stream"):
+        handle = getattr(stream, attribute, None)
+        if isinstance(handle, int):
+            return handle
+    raise TypeError(f"stream: expected None, an int (a cudaStream_t) or a CUDA stream object "
+                    f"(CuPy, PyTorch), got {type(stream).__name__}")
+
+
+def _collective_options(fusion_bytes=None, stream=0):
     options = _ffi.ddp_collective_options()
     _ffi.ddp_collective_options_init(options, ctypes.sizeof(options))
     if fusion_bytes is not None:
         options.fusion_bytes = fusion_bytes
+    options.cuda_stream = stream or None
     return options
 
 
@@ -138,23 +155,29 @@ class Communicator:
         _ffi.ddp_finalize(self._handle)
         self.finalized = True
 
-    def allreduce(self, tensors, op="sum", fusion_bytes=None):
+    def _tensors(self, buffers, writes, stream, what="tensor"):
+        return TensorList(buffers, writes=writes, what=what, stream=stream, device=self.device)
+
+    def allreduce(self, tensors, op="sum", fusion_bytes=None, stream=None):
         """Reduces every leaf of tensors (an array, a number, or a tree of them)
         across ranks and returns the result: arrays that can be written are
         reduced in place (the same objects come back), JAX arrays and numbers
         come back as new values. op: "sum" (the default), "avg" (floating
-        types; a Python int averages as a float), "min", "max", "prod"."""
+        types; a Python int averages as a float), "min", "max", "prod".
+        stream: for GPU arrays (CuPy, PyTorch), the CUDA stream the call is
+        ordered on (default: the legacy default stream); see ddp.h."""
         leaves, rebuild = _trees.flatten(tensors)
+        stream = stream_handle(stream)
         staging = Staging(leaves, writes=True, averaging=_op(op) == _ffi.DDP_OP_AVG)
-        tensor_list = TensorList(staging.buffers, writes=True)
+        tensor_list = self._tensors(staging.buffers, True, stream)
         _ffi.ddp_allreduce_tensor_list(self._handle, tensor_list.array, len(tensor_list),
-                                       _op(op), _collective_options(fusion_bytes))
+                                       _op(op), _collective_options(fusion_bytes, stream))
         return staging.rebuilt(tensors, rebuild)
 
-    def allreduce_gradients(self, gradients, fusion_bytes=None):
+    def allreduce_gradients(self, gradients, fusion_bytes=None, stream=None):
         """The mean of the gradients over ranks (allreduce with op="avg"), as
         FluxMPI's allreduce_gradients and Horovod's DistributedOptimizer."""
-        return self.allreduce(gradients, op="avg", fusion_bytes=fusion_bytes)
+        return self.allreduce(gradients, op="avg", fusion_bytes=fusion_bytes, stream=stream)
 
     def reducer(self, like, op="avg", fusion_bytes=None):
         """Persistent gradient buckets for arrays shaped like `like` (a list of
@@ -162,40 +185,44 @@ class Communicator:
         libddp's C API (ddp_reducer_*). See ddp.Reducer."""
         return Reducer(self, like, _op(op), fusion_bytes, _collective_options(fusion_bytes))
 
-    def allreduce_async(self, tensors, op="sum", fusion_bytes=None):
+    def allreduce_async(self, tensors, op="sum", fusion_bytes=None, stream=None):
         """Starts allreduce in the background; returns a Request whose wait()
         gives what allreduce would have returned. Leave the arrays alone until
-        then."""
+        then. GPU arrays: see allreduce's stream, and Request.wait_on(stream)."""
         leaves, rebuild = _trees.flatten(tensors)
+        stream = stream_handle(stream)
         staging = Staging(leaves, writes=True, averaging=_op(op) == _ffi.DDP_OP_AVG)
-        tensor_list = TensorList(staging.buffers, writes=True)
+        tensor_list = self._tensors(staging.buffers, True, stream)
         request = ctypes.POINTER(_ffi.ddp_request)()
         _ffi.ddp_allreduce_tensor_list_async(self._handle, tensor_list.array, len(tensor_list),
-                                             _op(op), _collective_options(fusion_bytes), request)
+                                             _op(op), _collective_options(fusion_bytes, stream),
+                                             request)
         return Request(request, lambda: staging.rebuilt(tensors, rebuild), tensor_list)
 
-    def broadcast(self, tensors, root=0):
+    def broadcast(self, tensors, root=0, stream=None):
         """Gives every leaf of tensors root's value and returns the result:
         writable arrays are overwritten in place, JAX arrays and numbers come
         back as new values (broadcast(params_dict) works on any tree)."""
         leaves, rebuild = _trees.flatten(tensors)
+        stream = stream_handle(stream)
         staging = Staging(leaves, writes=True)
-        tensor_list = TensorList(staging.buffers, writes=True)
+        tensor_list = self._tensors(staging.buffers, True, stream)
         _ffi.ddp_broadcast_tensor_list(self._handle, tensor_list.array, len(tensor_list), root,
-                                       None)
+                                       _collective_options(None, stream))
         return staging.rebuilt(tensors, rebuild)
 
-    def reduce(self, tensors, op="sum", root=0):
+    def reduce(self, tensors, op="sum", root=0, stream=None):
         """Reduces into root's leaves (returned as allreduce returns them); other
         ranks' leaves are left as they were."""
         leaves, rebuild = _trees.flatten(tensors)
+        stream = stream_handle(stream)
         staging = Staging(leaves, writes=True, averaging=_op(op) == _ffi.DDP_OP_AVG)
-        tensor_list = TensorList(staging.buffers, writes=True)
+        tensor_list = self._tensors(staging.buffers, True, stream)
         _ffi.ddp_reduce_tensor_list(self._handle, tensor_list.array, len(tensor_list), _op(op),
-                                    root, None)
+                                    root, _collective_options(None, stream))
         return staging.rebuilt(tensors, rebuild)
 
-    def sync_optimizer_state(self, state, root=0):
+    def sync_optimizer_state(self, state, root=0, stream=None):
         """Makes state equal root's and returns it: writable arrays are overwritten
         in place, JAX arrays and numbers (step counts, learning rates) come back
         in the returned tree; strings and bytes (configuration) are left alone.
@@ -203,12 +230,13 @@ class Communicator:
         leaves, rebuild = _trees.flatten(state)
         kinds = [_state_leaf_kind(leaf, index) for index, leaf in enumerate(leaves)]
         arrays = [leaf for leaf, kind in zip(leaves, kinds) if kind == "array"]
+        stream = stream_handle(stream)
         staging = Staging(arrays, writes=True)
-        tensor_list = TensorList(staging.buffers, writes=True, what="leaf")
+        tensor_list = self._tensors(staging.buffers, True, stream, what="leaf")
         numbers = [leaf for leaf, kind in zip(leaves, kinds) if kind == "number"]
         values = (ctypes.c_double * len(numbers))(*[float(number) for number in numbers])
         _ffi.ddp_sync_optimizer_state(self._handle, tensor_list.array, len(tensor_list), values,
-                                      len(numbers), root, None)
+                                      len(numbers), root, _collective_options(None, stream))
         synced_arrays, synced_numbers = iter(staging.results()), iter(values)
         results = [next(synced_arrays) if kind == "array" else
                    type(leaf)(next(synced_numbers)) if kind == "number" else leaf
@@ -217,16 +245,17 @@ class Communicator:
             return state
         return rebuild(results)
 
-    def check_replicas(self, tensors):
+    def check_replicas(self, tensors, stream=None):
         """Whether every rank holds bitwise the same leaves (arrays, numbers, any
         tree of them); the result is falsy when not, and its message names the
         first differing tensor and two ranks."""
         leaves, _ = _trees.flatten(tensors)
+        stream = stream_handle(stream)
         staging = Staging(leaves, writes=False)
-        tensor_list = TensorList(staging.buffers, writes=False)
+        tensor_list = self._tensors(staging.buffers, False, stream)
         identical = ctypes.c_int32()
-        _ffi.ddp_check_replicas(self._handle, tensor_list.array, len(tensor_list), None,
-                                identical)
+        _ffi.ddp_check_replicas(self._handle, tensor_list.array, len(tensor_list),
+                                _collective_options(None, stream), identical)
         message = "" if identical.value else _ffi.ddp_last_error_message().decode()
         return ReplicaCheck(bool(identical.value), message)
 
@@ -272,6 +301,14 @@ class Request:
         finished = ctypes.c_int32()
         _ffi.ddp_request_test(self._handle, finished)
         return bool(finished.value)
+
+    def wait_on(self, stream=None):
+        """Makes a CUDA stream (default: the legacy default stream) wait for this
+        request without blocking the host, where it runs on the GPU (GPU arrays
+        with the nccl backend); otherwise waits here. Experimental in libddp's
+        C API (ddp_request_stream_wait). Call wait() later to get the result."""
+        if self._handle:
+            _ffi.ddp_request_stream_wait(self._handle, stream_handle(stream) or None)
 
     def wait(self):
         """Blocks until complete; returns the result or raises the error."""

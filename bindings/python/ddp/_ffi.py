@@ -14,10 +14,11 @@ _lib = load_library()
 
 # Constants
 DDP_VERSION_MAJOR = 1
-DDP_VERSION_MINOR = 0
+DDP_VERSION_MINOR = 1
 DDP_VERSION_PATCH = 0
-DDP_VERSION_NUMBER = 10000
+DDP_VERSION_NUMBER = 10100
 DDP_NO_MPI_COMM = -1
+DDP_CUDA_STREAM_PER_THREAD = 2
 DDP_SHARD_SHUFFLE_MAX_ITEMS = 4294967296
 
 
@@ -158,6 +159,7 @@ class ddp_collective_options(ctypes.Structure):
         ("struct_size", ctypes.c_uint32),
         ("fusion_bytes", ctypes.c_int64),
         ("timeout_s", ctypes.c_double),
+        ("cuda_stream", ctypes.c_void_p),
     ]
 
 
@@ -390,6 +392,11 @@ ddp_comm_abort = _lib.ddp_comm_abort
 ddp_comm_abort.argtypes = [ctypes.POINTER(ddp_comm), ctypes.c_char_p]
 ddp_comm_abort.restype = ctypes.c_int
 ddp_comm_abort.errcheck = _check_status
+
+ddp_request_stream_wait = _lib.ddp_request_stream_wait
+ddp_request_stream_wait.argtypes = [ctypes.POINTER(ddp_request), ctypes.c_void_p]
+ddp_request_stream_wait.restype = ctypes.c_int
+ddp_request_stream_wait.errcheck = _check_status
 
 ddp_reducer_create = _lib.ddp_reducer_create
 ddp_reducer_create.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ddp_collective_options), ctypes.POINTER(ctypes.POINTER(ddp_reducer))]

@@ -5,6 +5,11 @@ CuPy, NumPy), objects with __cuda_array_interface__, and buffer-protocol
 objects (memoryview, bytearray, array.array). An array that is not contiguous,
 or read-only where the call writes into it, raises ValueError: libddp works in
 place, and a hidden copy would leave the caller's array unchanged.
+
+GPU arrays are exported on the stream the call runs on: __dlpack__(stream=...)
+makes the producer order its pending work before that stream, as the DLPack
+protocol has it; a __cuda_array_interface__ whose stream differs from the
+call's is refused (synchronizing them would need CUDA here).
 """
 import ctypes
 
@@ -19,6 +24,8 @@ DTYPE_OF_NUMPY_NAME = {"int8": _ffi.DDP_DTYPE_I8, "int32": _ffi.DDP_DTYPE_I32,
 DTYPE_VALUES = {int(dtype) for dtype in _ffi.ddp_dtype}
 DLPACK_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
 DLPACK_CPU = 1  # kDLCPU
+DLPACK_CUDA = 2  # kDLCUDA
+DLPACK_LEGACY_DEFAULT_STREAM = 1  # what DLPack calls CUDA's legacy default stream
 
 
 class _DLDevice(ctypes.Structure):
@@ -58,8 +65,13 @@ class TensorList:
     """A ctypes array of ddp_tensor plus the objects that keep its memory alive
     (the arrays and DLPack capsules) for as long as libddp may touch it."""
 
-    def __init__(self, tensors, writes, what="tensor"):
+    def __init__(self, tensors, writes, what="tensor", stream=None, device=-1):
+        """stream: the cudaStream_t the call runs on (an int; None is the legacy
+        default stream). device: the communicator's GPU, the device of
+        __cuda_array_interface__ arrays (which do not name theirs)."""
         items = list(tensors)
+        self.stream = stream or 0
+        self.device = device
         self.keep_alive = list(items)
         self.array = (_ffi.ddp_tensor * len(items))()
         for index, item in enumerate(items):
@@ -74,7 +86,8 @@ class TensorList:
         if hasattr(item, "__dlpack__"):
             return self._from_dlpack(item, writes, where)
         if hasattr(item, "__cuda_array_interface__"):
-            return from_cuda_array_interface(item.__cuda_array_interface__, writes, where)
+            return from_cuda_array_interface(item.__cuda_array_interface__, writes, where,
+                                             self.stream, self.device)
         try:
             view = memoryview(item)
         except TypeError:
@@ -101,10 +114,13 @@ class TensorList:
         return self._from_dlpack_capsule(item, writes, where)
 
     def _from_dlpack_capsule(self, item, writes, where):
+        # On the GPU the producer orders its pending work before our stream.
+        on_gpu = _dlpack_device_type(item) == DLPACK_CUDA
+        stream = {"stream": dlpack_stream(self.stream)} if on_gpu else {}
         try:
-            capsule = item.__dlpack__(max_version=(1, 0))
+            capsule = item.__dlpack__(max_version=(1, 0), **stream)
         except TypeError:  # a producer older than DLPack 1.0 takes no max_version
-            capsule = item.__dlpack__()
+            capsule = item.__dlpack__(**stream)
         except BufferError as error:
             raise ValueError(f"{where}: its __dlpack__ refused to export it ({error})") from None
         self.keep_alive.append(capsule)  # its destructor frees the tensor after we are done
@@ -126,6 +142,13 @@ def _dlpack_device_type(item):
         return item.__dlpack_device__()[0]
     except (AttributeError, TypeError, ValueError):
         return None  # the capsule will say
+
+
+def dlpack_stream(stream):
+    """The stream as DLPack's __dlpack__(stream=) names it: 1 for CUDA's legacy
+    default stream (libddp's NULL), else the cudaStream_t itself (2 is the
+    per-thread default stream in both)."""
+    return DLPACK_LEGACY_DEFAULT_STREAM if stream == 0 else stream
 
 
 def from_numpy(array, writes, where):
@@ -167,7 +190,7 @@ def from_dltensor(tensor, read_only_and_writes, where):
                            tensor.device.device_type, tensor.device.device_id)
 
 
-def from_cuda_array_interface(interface, writes, where):
+def from_cuda_array_interface(interface, writes, where, stream=0, device=-1):
     typestr = interface["typestr"]
     dtype = DTYPE_OF_NUMPY_NAME.get(np.dtype(typestr).name)
     if dtype is None:
@@ -182,7 +205,13 @@ def from_cuda_array_interface(interface, writes, where):
     pointer, read_only = interface["data"]
     if writes and read_only:
         raise ValueError(f"{where}: the CUDA array is read-only, and this call writes into it")
-    # The interface does not name the device; libddp refuses CUDA tensors in
-    # this version anyway, with DDP_ERR_UNSUPPORTED.
+    # Version 3: the stream the producer's pending work is on (None: none pending).
+    producer_stream = interface.get("stream")
+    if producer_stream is not None and producer_stream != dlpack_stream(stream):
+        raise ValueError(f"{where}: its __cuda_array_interface__ has work pending on stream "
+                         f"{producer_stream}, but this call runs on stream {dlpack_stream(stream)}; "
+                         "pass stream= that stream (or synchronize the array first)")
+    # The interface does not name the device: it is the communicator's GPU
+    # (libddp refuses the list, saying why, on a rank without one).
     return _ffi.ddp_tensor(pointer, int(np.prod(shape, dtype=np.int64)), dtype,
-                           _ffi.DDP_DEVICE_CUDA, 0)
+                           _ffi.DDP_DEVICE_CUDA, max(device, 0))

@@ -1,26 +1,269 @@
 #include "backend/nccl/nccl_backend.hpp"
 
-#include <string>
+#include <cstdio>
+#include <mutex>
+#include <optional>
 
+#include "backend/device_plane.hpp"
+#include "backend/nccl/nccl_comm.hpp"
+#include "backend/nccl/nccl_library.hpp"
+#include "backend/nccl/watchdog.hpp"
+#include "control/control_plane.hpp"
+#include "control/startup.hpp"
+#include "util/dtype.hpp"
+#include "util/env.hpp"
 #include "util/error.hpp"
-
-#if DDP_WITH_NCCL
-#include <nccl.h>
-#endif
 
 namespace ddp {
 
-std::unique_ptr<Backend> make_nccl_backend() {
-#if DDP_WITH_NCCL
-    int version = 0;
-    ncclGetVersion(&version);
-    fail(DDP_ERR_UNSUPPORTED, "the nccl backend is not implemented in this version of libddp "
-                              "(built against NCCL " + std::to_string(version) +
-                              "); use DDP_BACKEND=mpi with host buffers");
-#else
-    fail(DDP_ERR_UNSUPPORTED, "the nccl backend is not available: libddp was built without NCCL "
-                              "(-Dnccl=disabled), and is not implemented in this version");
-#endif
+namespace {
+
+// How long finalize waits for GPU work still watched.
+constexpr double drain_wait_s = 10;
+
+ncclDataType_t nccl_type(int32_t dtype) {
+    switch (dtype) {
+    case DDP_DTYPE_I8: return ncclInt8;
+    case DDP_DTYPE_I32: return ncclInt32;
+    case DDP_DTYPE_I64: return ncclInt64;
+    case DDP_DTYPE_U8: return ncclUint8;
+    case DDP_DTYPE_F16: return ncclFloat16;
+    case DDP_DTYPE_F32: return ncclFloat32;
+    case DDP_DTYPE_F64: return ncclFloat64;
+    case DDP_DTYPE_BF16: return ncclBfloat16;
+    default: fail(DDP_ERR_INTERNAL, "nccl_type of an unchecked dtype");
+    }
+}
+
+ncclRedOp_t nccl_op(ddp_op op) {
+    switch (op) {
+    case DDP_OP_SUM:
+    case DDP_OP_AVG: return ncclSum;  // AVG divides after (see DevicePlane)
+    case DDP_OP_MIN: return ncclMin;
+    case DDP_OP_MAX: return ncclMax;
+    case DDP_OP_PROD: return ncclProd;
+    }
+    fail(DDP_ERR_INTERNAL, "nccl_op of an unchecked op");
+}
+
+std::string uuid_text(uint64_t high, uint64_t low) {
+    char text[40];
+    std::snprintf(text, sizeof text, "%016llx%016llx", static_cast<unsigned long long>(high),
+                  static_cast<unsigned long long>(low));
+    return text;
+}
+
+class NcclBackend final : public Backend, public DevicePlane {
+public:
+    NcclBackend(std::unique_ptr<Backend> host, int device, std::unique_ptr<NcclComm> comm)
+        : host_(std::move(host)),
+          comm_(std::move(comm)),
+          watchdog_(std::make_unique<Watchdog>(
+              device, [this] { return comm_->async_error(); },
+              [this](ddp_status status, const std::string& message) { watchdog_failed(status, message); })) {}
+
+    ~NcclBackend() override { watchdog_.reset(); }
+
+    // Topology and host buffers: the host backend's.
+    const char* name() const override { return "nccl"; }
+    int rank() const override { return host_->rank(); }
+    int size() const override { return host_->size(); }
+    int local_rank() const override { return host_->local_rank(); }
+    int local_size() const override { return host_->local_size(); }
+    bool allows_background_thread() const override { return host_->allows_background_thread(); }
+    bool allows_concurrent_calls() const override { return host_->allows_concurrent_calls(); }
+    std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) override {
+        return host_->start_allreduce(data, count, dtype, op);
+    }
+    std::unique_ptr<Pending> start_reduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op, int root) override {
+        return host_->start_reduce(data, count, dtype, op, root);
+    }
+    std::unique_ptr<Pending> start_broadcast(void* data, int64_t bytes, int root) override {
+        return host_->start_broadcast(data, bytes, root);
+    }
+    std::unique_ptr<Pending> start_max_u64(std::span<uint64_t> values) override {
+        return host_->start_max_u64(values);
+    }
+    std::unique_ptr<Pending> start_allgather_u64(std::span<const uint64_t> words,
+                                                 std::vector<std::vector<uint64_t>>& by_rank) override {
+        return host_->start_allgather_u64(words, by_rank);
+    }
+    void abandon(std::unique_ptr<Pending> pending) override { host_->abandon(std::move(pending)); }
+    void start_control(const std::function<PeerStatus()>& status) override { host_->start_control(status); }
+    void poll_control() override { host_->poll_control(); }
+    std::optional<AbortNotice> abort_notice() override { return host_->abort_notice(); }
+    void send_abort(const AbortNotice& notice) override {
+        host_->send_abort(notice);
+        // A rank that gives up stops its GPU work too, so no kernel waits for ever.
+        if (notice.reason != AbortNotice::Reason::finalizing && comm_) comm_->abort();
+    }
+    std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline) override {
+        return host_->ask_peers(deadline);
+    }
+    bool answers_in_background() const override { return host_->answers_in_background(); }
+    std::unique_ptr<Pending> start_finalize_barrier() override { return host_->start_finalize_barrier(); }
+
+    void finalize(bool peers_present) override {
+        if (!watchdog_->drain(deadline_after(drain_wait_s)) || !peers_present) comm_->abort();
+        watchdog_.reset();
+        comm_.reset();  // destroys NCCL in bounded time, or it was aborted
+        host_->finalize(peers_present);
+    }
+
+    DevicePlane* device_plane() override { return this; }
+
+    // The device plane.
+    bool reduces(ddp_op op, ddp_dtype dtype) const override {
+        return !(is_floating(dtype) && (op == DDP_OP_MIN || op == DDP_OP_MAX));
+    }
+
+    void allreduce(std::span<const ddp_tensor> tensors, ddp_op op, void* stream, Clock::time_point deadline) override {
+        const ncclComm_t comm = comm_->get();
+        const NcclLibrary& nccl = comm_->library();
+        comm_->group(
+            [&] {
+                for (const ddp_tensor& t : tensors)
+                    if (t.count > 0)
+                        comm_->check(nccl.all_reduce(t.data, t.data, static_cast<size_t>(t.count), nccl_type(t.dtype),
+                                                     nccl_op(op), comm, static_cast<cudaStream_t>(stream)),
+                                     "ncclAllReduce");
+            },
+            deadline, "ncclGroupEnd after ncclAllReduce");
+        if (op == DDP_OP_AVG) divide_by_size(tensors, stream);
+    }
+
+    void reduce(std::span<const ddp_tensor> tensors, ddp_op op, int root, void* stream,
+                Clock::time_point deadline) override {
+        const ncclComm_t comm = comm_->get();
+        const NcclLibrary& nccl = comm_->library();
+        comm_->group(
+            [&] {
+                for (const ddp_tensor& t : tensors)
+                    if (t.count > 0)
+                        comm_->check(nccl.reduce(t.data, t.data, static_cast<size_t>(t.count), nccl_type(t.dtype),
+                                                 nccl_op(op), root, comm, static_cast<cudaStream_t>(stream)),
+                                     "ncclReduce");
+            },
+            deadline, "ncclGroupEnd after ncclReduce");
+        if (op == DDP_OP_AVG && rank() == root) divide_by_size(tensors, stream);
+    }
+
+    void broadcast(std::span<const ddp_tensor> tensors, int root, void* stream, Clock::time_point deadline) override {
+        const ncclComm_t comm = comm_->get();
+        const NcclLibrary& nccl = comm_->library();
+        comm_->group(
+            [&] {
+                for (const ddp_tensor& t : tensors)
+                    if (t.count > 0)
+                        comm_->check(nccl.broadcast(t.data, t.data,
+                                                    static_cast<size_t>(t.count) * element_size(dtype_of(t)),
+                                                    ncclUint8, root, comm, static_cast<cudaStream_t>(stream)),
+                                     "ncclBroadcast");
+            },
+            deadline, "ncclGroupEnd after ncclBroadcast");
+    }
+
+    std::shared_ptr<cuda::Event> watch(void* stream, Clock::time_point deadline, std::string what,
+                                       WorkEnd end) override {
+        auto event = std::make_shared<cuda::Event>();
+        event->record(stream);
+        watchdog_->watch(event, deadline, std::move(what), std::move(end));
+        return event;
+    }
+
+    void on_failure(std::function<void(ddp_status, const std::string&)> report) override {
+        std::lock_guard lock(report_mutex_);
+        report_ = std::move(report);
+    }
+
+private:
+    void divide_by_size(std::span<const ddp_tensor> tensors, void* stream) {
+        for (const ddp_tensor& t : tensors)
+            cuda::divide_on_device(t.data, t.count, dtype_of(t), static_cast<double>(size()), stream);
+    }
+
+    // On the watchdog's thread: stop NCCL first, so nothing keeps waiting on the GPU.
+    void watchdog_failed(ddp_status status, const std::string& message) {
+        comm_->abort();
+        std::lock_guard lock(report_mutex_);
+        if (report_) report_(status, message + "; NCCL was aborted");
+    }
+
+    std::unique_ptr<Backend> host_;
+    std::unique_ptr<NcclComm> comm_;
+    std::mutex report_mutex_;
+    std::function<void(ddp_status, const std::string&)> report_;  // guarded by report_mutex_
+    std::unique_ptr<Watchdog> watchdog_;  // last: its thread uses the rest
+};
+
+/// Why this rank cannot run NCCL, or nothing when it can.
+std::optional<Error> local_problem(const cuda::GpuAssignment& gpu) {
+    try {
+        nccl_library();  // loading errors first: they say what to install
+        if (gpu.device < 0)
+            fail(DDP_ERR_UNSUPPORTED, "the nccl backend needs a GPU on every rank: " + gpu.unavailable_reason);
+        return std::nullopt;
+    } catch (const Error& error) {
+        return error;
+    }
+}
+
+/// Refuses ranks that share a GPU when NCCL cannot share one.
+void check_gpus_distinct(Backend& host, const NcclLibrary& nccl, int device, double timeout_s) {
+    const std::array<uint64_t, 2> uuid = cuda::device_uuid(device);
+    ControlPlane control(host, timeout_s, timeout_s);
+    CallContext context = control.begin(CollectiveKind::barrier, 0);
+    std::vector<std::vector<uint64_t>> all;
+    control.wait(context, host.start_allgather_u64(uuid, all), WaitStyle::for_peers);
+    const bool sharing_allowed =
+        nccl.version >= 23000 && env_string("NCCL_MULTI_RANK_GPU_ENABLE").value_or("0") == "1";
+    if (sharing_allowed) return;
+    for (size_t a = 0; a < all.size(); ++a)
+        for (size_t b = a + 1; b < all.size(); ++b)
+            if (all[a] == all[b])
+                fail(DDP_ERR_UNSUPPORTED,
+                     "ranks " + std::to_string(a) + " and " + std::to_string(b) + " were given the same GPU (UUID " +
+                         uuid_text(all[a][0], all[a][1]) + "), which NCCL " + nccl.version_text() +
+                         " refuses. Start as many ranks per node as it has GPUs (or give each rank its own "
+                         "CUDA_VISIBLE_DEVICES), use DDP_BACKEND=mpi (device buffers staged through host memory), "
+                         "or NCCL 2.30 or newer (DDP_NCCL_LIBRARY, e.g. from the nvidia-nccl-cu13 wheel) with "
+                         "NCCL_MULTI_RANK_GPU_ENABLE=1");
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_nccl_backend(std::unique_ptr<Backend>& host, const cuda::GpuAssignment& gpu,
+                                           double timeout_s) {
+    const std::string me = "rank " + std::to_string(host->rank()) + ": ";
+    const std::optional<Error> problem = local_problem(gpu);
+    const std::vector<int> failed = ranks_that_failed(*host, problem.has_value(), timeout_s);
+    if (problem) throw Error(problem->status(), me + problem->what());
+    if (!failed.empty())
+        fail(DDP_ERR_UNSUPPORTED, "rank(s) " + rank_list(failed) +
+                                      " cannot run the nccl backend (their ddp_init says why), so no rank starts it");
+    const NcclLibrary& nccl = nccl_library();
+    cuda::make_current(gpu.device);
+    check_gpus_distinct(*host, nccl, gpu.device, timeout_s);
+
+    std::unique_ptr<NcclComm> comm;
+    std::optional<Error> setup_error;
+    {
+        ControlPlane control(*host, timeout_s, timeout_s);
+        CallContext context = control.begin(CollectiveKind::barrier, 0);
+        try {
+            comm = std::make_unique<NcclComm>(nccl, *host, control, context);
+        } catch (const Error& error) {
+            setup_error = error;
+        }
+    }
+    const std::vector<int> failed_setup = ranks_that_failed(*host, setup_error.has_value(), timeout_s);
+    if (setup_error) throw Error(setup_error->status(), me + setup_error->what());
+    if (!failed_setup.empty()) {
+        comm->abort();
+        fail(DDP_ERR_BACKEND, "rank(s) " + rank_list(failed_setup) +
+                                  " could not set up NCCL (their ddp_init says why), so no rank starts it");
+    }
+    return std::make_unique<NcclBackend>(std::move(host), gpu.device, std::move(comm));
 }
 
 }  // namespace ddp

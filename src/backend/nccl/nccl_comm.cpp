@@ -1,0 +1,127 @@
+#include "backend/nccl/nccl_comm.hpp"
+
+#include <thread>
+
+#include "control/control_plane.hpp"
+#include "util/error.hpp"
+
+namespace ddp {
+
+namespace {
+// How long a healthy communicator's finalize may take before it is aborted.
+constexpr double destroy_wait_s = 10;
+// Polls of a non-blocking communicator spin this long, then sleep between tests.
+constexpr auto hot_poll = std::chrono::microseconds(200);
+
+/// What rank 0 sends every rank: whether it could create the id, and the id.
+struct UniqueIdMessage {
+    uint64_t ok = 0;
+    ncclUniqueId id{};
+};
+}  // namespace
+
+NcclComm::NcclComm(const NcclLibrary& nccl, Backend& host, ControlPlane& control, CallContext& context)
+    : nccl_(nccl) {
+    UniqueIdMessage message;
+    std::string id_error;
+    if (host.rank() == 0) {
+        const ncclResult_t made = nccl.get_unique_id(&message.id);
+        message.ok = made == ncclSuccess ? 1 : 0;
+        if (made != ncclSuccess) id_error = nccl.describe(made, nullptr);
+    }
+    control.wait(context, host.start_broadcast(&message, sizeof message, 0), WaitStyle::for_peers);
+    if (message.ok == 0)
+        fail(DDP_ERR_BACKEND, host.rank() == 0 ? "ncclGetUniqueId failed: " + id_error
+                                               : "rank 0 could not create the NCCL unique id (its ddp_init says why)");
+
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // setup is polled against the deadline below
+    const ncclResult_t started = nccl.comm_init_rank_config(&comm_, host.size(), message.id, host.rank(), &config);
+    if (started != ncclSuccess && started != ncclInProgress) {
+        const std::string reason = nccl.describe(started, comm_);
+        abort();
+        fail(DDP_ERR_BACKEND, "ncclCommInitRankConfig failed on rank " + std::to_string(host.rank()) + ": " + reason);
+    }
+    ncclResult_t state = ncclSuccess;
+    if (!settle(context.deadline, state)) {
+        abort();
+        fail(DDP_ERR_TIMEOUT, "setting up the NCCL communicator did not finish within the timeout on rank " +
+                                  std::to_string(host.rank()) +
+                                  " (a peer is stuck or gone, or NCCL cannot connect the ranks: NCCL_DEBUG=INFO "
+                                  "tells more); NCCL was aborted");
+    }
+    if (state != ncclSuccess) {
+        const std::string reason = nccl.describe(state, comm_);
+        abort();
+        fail(DDP_ERR_BACKEND, "setting up the NCCL communicator failed on rank " + std::to_string(host.rank()) +
+                                  ": " + reason);
+    }
+}
+
+NcclComm::~NcclComm() {
+    if (comm_ == nullptr || aborted()) return;
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t finalized = nccl_.comm_finalize(comm_);
+    if ((finalized == ncclSuccess || finalized == ncclInProgress) && settle(deadline_after(destroy_wait_s), state) &&
+        state == ncclSuccess) {
+        nccl_.comm_destroy(comm_);
+        return;
+    }
+    abort();
+}
+
+bool NcclComm::settle(Clock::time_point deadline, ncclResult_t& state) const {
+    const auto start = Clock::now();
+    for (;;) {
+        const ncclResult_t asked = nccl_.comm_get_async_error(comm_, &state);
+        if (asked != ncclSuccess) {
+            state = asked;
+            return true;
+        }
+        if (state != ncclInProgress) return true;
+        const auto now = Clock::now();
+        if (now > deadline) return false;
+        if (now - start < hot_poll)
+            std::this_thread::yield();
+        else
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+}
+
+void NcclComm::check(ncclResult_t result, const char* what) const {
+    if (result != ncclSuccess && result != ncclInProgress)
+        fail(DDP_ERR_BACKEND, std::string(what) + " failed: " + nccl_.describe(result, comm_));
+}
+
+void NcclComm::group(const std::function<void()>& body, Clock::time_point deadline, const char* what) {
+    check(nccl_.group_start(), "ncclGroupStart");
+    try {
+        body();
+    } catch (...) {
+        nccl_.group_end();
+        throw;
+    }
+    check(nccl_.group_end(), what);
+    ncclResult_t state = ncclSuccess;
+    if (!settle(deadline, state)) {
+        abort();
+        fail(DDP_ERR_TIMEOUT, std::string(what) + ": NCCL did not accept the operations within the timeout; NCCL "
+                                                  "was aborted");
+    }
+    if (state != ncclSuccess) fail(DDP_ERR_BACKEND, std::string(what) + " failed: " + nccl_.describe(state, comm_));
+}
+
+std::optional<std::string> NcclComm::async_error() const {
+    if (aborted()) return std::nullopt;
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t asked = nccl_.comm_get_async_error(comm_, &state);
+    if (asked != ncclSuccess) return "ncclCommGetAsyncError failed: " + nccl_.describe(asked, comm_);
+    if (state == ncclSuccess || state == ncclInProgress) return std::nullopt;
+    return nccl_.describe(state, comm_);
+}
+
+void NcclComm::abort() {
+    if (comm_ != nullptr && !aborted_.exchange(true, std::memory_order_acq_rel)) nccl_.comm_abort(comm_);
+}
+
+}  // namespace ddp

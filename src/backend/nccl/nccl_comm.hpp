@@ -1,0 +1,54 @@
+// One NCCL communicator: set up without blocking and held to a deadline
+// (ncclCommInitRankConfig with blocking = 0, polled), its unique id created
+// by rank 0 alone and sent over libddp's own host channel; aborted from any
+// thread; destroyed in bounded time.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "backend/backend.hpp"
+#include "backend/nccl/nccl_library.hpp"
+
+namespace ddp {
+
+class ControlPlane;
+struct CallContext;
+
+class NcclComm {
+public:
+    /// Collective over `host`'s ranks. Throws DDP_ERR_TIMEOUT when setup
+    /// does not finish by the call's deadline (NCCL is aborted first),
+    /// DDP_ERR_BACKEND with NCCL's message when it fails.
+    NcclComm(const NcclLibrary& nccl, Backend& host, ControlPlane& control, CallContext& context);
+    ~NcclComm();
+    NcclComm(const NcclComm&) = delete;
+    NcclComm& operator=(const NcclComm&) = delete;
+
+    ncclComm_t get() const { return comm_; }
+    const NcclLibrary& library() const { return nccl_; }
+
+    /// Enqueues `body`'s NCCL calls as one group and waits (until
+    /// `deadline`) for a non-blocking communicator to accept them.
+    void group(const std::function<void()>& body, Clock::time_point deadline, const char* what);
+    /// Throws DDP_ERR_BACKEND naming `what` when an NCCL call failed.
+    void check(ncclResult_t result, const char* what) const;
+    /// NCCL's asynchronous error as a sentence, if one has happened.
+    std::optional<std::string> async_error() const;
+    /// Aborts the communicator (idempotent, from any thread): every NCCL
+    /// operation on it ends, and it is released without waiting for peers.
+    void abort();
+    bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
+private:
+    /// Polls until the communicator has nothing in progress; false at the deadline.
+    bool settle(Clock::time_point deadline, ncclResult_t& state) const;
+
+    const NcclLibrary& nccl_;
+    ncclComm_t comm_ = nullptr;
+    std::atomic<bool> aborted_{false};
+};
+
+}  // namespace ddp

@@ -1,0 +1,53 @@
+#include "core/device_collectives.hpp"
+
+#include "backend/device_plane.hpp"
+#include "device/cuda/cuda.hpp"
+#include "util/dtype.hpp"
+
+namespace ddp {
+
+bool runs_on_gpu(Communicator& comm, const CollectiveCall& call) {
+    DevicePlane* plane = comm.backend().device_plane();
+    if (plane == nullptr || !call.on_device) return false;
+    switch (call.kind) {
+    case CollectiveKind::allreduce:
+    case CollectiveKind::reduce:
+        for (const ddp_tensor& tensor : call.tensors)
+            if (!plane->reduces(call.op, dtype_of(tensor))) return false;
+        return true;
+    case CollectiveKind::broadcast:
+    case CollectiveKind::sync_optimizer_state: return true;
+    default: return false;  // check_replicas hashes on the host
+    }
+}
+
+void run_device_data_phase(Communicator& comm, CallContext& context, const CollectiveCall& call,
+                           std::span<const uint64_t> words) {
+    cuda::make_current(comm.device());  // the caller's thread may have another device current
+    if (!runs_on_gpu(comm, call)) return run_staged(comm, context, call, words);
+    DevicePlane& plane = *comm.backend().device_plane();
+    switch (call.kind) {
+    case CollectiveKind::allreduce: plane.allreduce(call.tensors, call.op, call.stream, context.deadline); break;
+    case CollectiveKind::reduce: plane.reduce(call.tensors, call.op, call.root, call.stream, context.deadline); break;
+    case CollectiveKind::broadcast: plane.broadcast(call.tensors, call.root, call.stream, context.deadline); break;
+    case CollectiveKind::sync_optimizer_state:
+        plane.broadcast(call.tensors, call.root, call.stream, context.deadline);
+        if (!call.scalars.empty())  // host doubles: over the host channel
+            comm.control().wait(context,
+                                comm.backend().start_broadcast(call.scalars.data(),
+                                                               static_cast<int64_t>(call.scalars.size_bytes()),
+                                                               call.root),
+                                WaitStyle::for_data);
+        break;
+    default: break;
+    }
+    const std::shared_ptr<GpuRequest> request = call.gpu_request;
+    WorkEnd end = [request](ddp_status status, const std::string& message) {
+        if (request) request->state->complete(status, message);
+    };
+    auto event = plane.watch(call.stream, context.deadline, call_name(static_cast<uint64_t>(call.kind), context.sequence),
+                             std::move(end));
+    if (request) request->event = std::move(event);
+}
+
+}  // namespace ddp

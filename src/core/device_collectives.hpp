@@ -1,0 +1,29 @@
+// Collectives on device buffers, after agreement: on the GPU through the
+// backend's device plane (nccl) where it gives libddp's results, else
+// staged through pinned host memory over the host data plane (mpi, or
+// nccl's float MIN and MAX, whose NaN handling NCCL does not promise).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/collectives.hpp"
+
+namespace ddp {
+
+/// Whether `call` (on device buffers) runs on the GPU: enqueued on its
+/// stream, ending when the GPU is done. Otherwise it is staged, and ends
+/// when its results are back in the device buffers.
+bool runs_on_gpu(Communicator& comm, const CollectiveCall& call);
+
+/// The data phase of a device call, either way.
+void run_device_data_phase(Communicator& comm, CallContext& context, const CollectiveCall& call,
+                           std::span<const uint64_t> words);
+
+/// The staged way: device to pinned host memory on the call's stream, the
+/// host data phase on that memory, and back. Blocks the host until the
+/// results are in the device buffers (MPI needs the bytes on the host).
+void run_staged(Communicator& comm, CallContext& context, const CollectiveCall& call,
+                std::span<const uint64_t> words);
+
+}  // namespace ddp

@@ -1,0 +1,72 @@
+// Device buffers over a host data plane (mpi, and nccl's float MIN/MAX):
+// copied back to back into one pinned host buffer on the caller's stream,
+// reduced there as host tensors (which then lie contiguously, so fusion
+// reduces them in place with no packing), and copied back. MPI is never
+// handed device memory (open-mpi/ompi#9845), CUDA-aware or not.
+#include <vector>
+
+#include "core/device_collectives.hpp"
+#include "device/cuda/cuda.hpp"
+#include "util/dtype.hpp"
+
+namespace ddp {
+
+namespace {
+
+/// Which way a rank's bytes cross between device and host for a call.
+struct Crossing {
+    bool to_host;    ///< the rank's inputs matter
+    bool to_device;  ///< the rank receives results
+};
+
+Crossing crossing_of(const CollectiveCall& call, int rank) {
+    const bool root = rank == call.root;
+    switch (call.kind) {
+    case CollectiveKind::allreduce: return {true, true};
+    case CollectiveKind::reduce: return {true, root};
+    case CollectiveKind::broadcast:
+    case CollectiveKind::sync_optimizer_state: return {root, !root};
+    default: return {true, false};  // check_replicas reads only
+    }
+}
+
+size_t byte_size(const ddp_tensor& tensor) {
+    return static_cast<size_t>(tensor.count) * element_size(dtype_of(tensor));
+}
+
+}  // namespace
+
+void run_staged(Communicator& comm, CallContext& context, const CollectiveCall& call,
+                std::span<const uint64_t> words) {
+    size_t total = 0;
+    for (const ddp_tensor& tensor : call.tensors) total += byte_size(tensor);
+    std::byte* host = comm.staging_buffer(total).data();
+
+    std::vector<ddp_tensor> staged(call.tensors.begin(), call.tensors.end());
+    size_t offset = 0;
+    for (ddp_tensor& tensor : staged) {
+        tensor.data = host + offset;
+        tensor.device_type = DDP_DEVICE_CUDA_HOST;
+        tensor.device_id = 0;
+        offset += byte_size(tensor);
+    }
+
+    const Crossing crossing = crossing_of(call, comm.backend().rank());
+    if (crossing.to_host) {
+        for (size_t i = 0; i < staged.size(); ++i)
+            cuda::copy_to_host(staged[i].data, call.tensors[i].data, byte_size(staged[i]), call.stream);
+        comm.control().wait(context, cuda::pending_until_done(call.stream), WaitStyle::for_data);
+    }
+    CollectiveCall on_host = call;
+    on_host.tensors = staged;
+    on_host.on_device = false;
+    run_host_data_phase(comm, context, on_host, words);
+    if (crossing.to_device) {
+        for (size_t i = 0; i < staged.size(); ++i)
+            cuda::copy_to_device(call.tensors[i].data, staged[i].data, byte_size(staged[i]), call.stream);
+        // The staging buffer is reused by the next call, from any stream: wait.
+        comm.control().wait(context, cuda::pending_until_done(call.stream), WaitStyle::for_data);
+    }
+}
+
+}  // namespace ddp

@@ -1,0 +1,155 @@
+// The CUDA runtime behind cuda.hpp. libddp links the static runtime, which
+// loads the driver only when first called: the library loads, and its CPU
+// paths run, on machines with no driver and no GPU.
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <cstring>
+
+#include "backend/backend.hpp"
+#include "device/cuda/cuda.hpp"
+#include "util/error.hpp"
+
+namespace ddp::cuda {
+
+namespace {
+
+cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+std::string error_text(cudaError_t error) {
+    return std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
+}
+
+void check(cudaError_t error, const char* what) {
+    if (error != cudaSuccess) fail(DDP_ERR_BACKEND, std::string(what) + " failed (" + error_text(error) + ")");
+}
+
+// Whether the driver library exists at all (the runtime reports a missing
+// driver and an old one alike).
+bool driver_installed() {
+    void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (driver == nullptr) driver = dlopen("libcuda.so.1", RTLD_LAZY);
+    if (driver == nullptr) return false;
+    dlclose(driver);
+    return true;
+}
+
+class EventPending final : public Pending {
+public:
+    explicit EventPending(void* stream) { event_.record(stream); }
+    bool test() override { return event_.finished(); }
+
+private:
+    Event event_;
+};
+
+}  // namespace
+
+GpuAssignment assign_gpu(int local_rank) {
+    int count = 0;
+    const cudaError_t error = cudaGetDeviceCount(&count);
+    if (error == cudaErrorInsufficientDriver || error == cudaErrorNoDevice || (error == cudaSuccess && count == 0)) {
+        cudaGetLastError();  // clear the sticky error: the CPU paths go on
+        if (error != cudaErrorInsufficientDriver)
+            return {-1, "no GPU is visible to this process (cudaGetDeviceCount found none; check "
+                        "CUDA_VISIBLE_DEVICES)"};
+        return {-1, driver_installed() ? "the NVIDIA driver is older than this libddp's CUDA runtime needs (" +
+                                             error_text(error) + ")"
+                                       : "no NVIDIA driver is installed (libcuda.so.1 was not found)"};
+    }
+    if (error != cudaSuccess) {
+        cudaGetLastError();
+        return {-1, "the CUDA runtime could not start (cudaGetDeviceCount: " + error_text(error) + ")"};
+    }
+    const int device = local_rank % count;
+    if (const cudaError_t set = cudaSetDevice(device); set != cudaSuccess) {
+        cudaGetLastError();
+        return {-1, "cudaSetDevice(" + std::to_string(device) + ") failed (" + error_text(set) + ")"};
+    }
+    return {device, ""};
+}
+
+void make_current(int device) { check(cudaSetDevice(device), "cudaSetDevice"); }
+
+std::array<uint64_t, 2> device_uuid(int device) {
+    cudaDeviceProp properties{};
+    check(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties");
+    std::array<uint64_t, 2> words{};
+    static_assert(sizeof properties.uuid == sizeof words);
+    std::memcpy(words.data(), &properties.uuid, sizeof words);
+    return words;
+}
+
+void check_stream(void* stream) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(as_stream(stream), &capture), "cudaStreamIsCapturing on opts->cuda_stream");
+    if (capture != cudaStreamCaptureStatusNone)
+        fail(DDP_ERR_UNSUPPORTED,
+             "opts->cuda_stream is being captured into a CUDA graph; libddp does not support graph capture in "
+             "this version (call it outside the captured region)");
+}
+
+Event::Event() {
+    cudaEvent_t event = nullptr;
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    event_ = event;
+}
+
+Event::~Event() { cudaEventDestroy(static_cast<cudaEvent_t>(event_)); }
+
+void Event::record(void* stream) {
+    check(cudaEventRecord(static_cast<cudaEvent_t>(event_), as_stream(stream)), "cudaEventRecord");
+}
+
+bool Event::finished() const {
+    const cudaError_t state = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+    if (state == cudaErrorNotReady) return false;
+    check(state, "the GPU work of this call (cudaEventQuery)");
+    return true;
+}
+
+void Event::make_wait(void* stream) const {
+    check(cudaStreamWaitEvent(as_stream(stream), static_cast<cudaEvent_t>(event_), 0), "cudaStreamWaitEvent");
+}
+
+std::unique_ptr<Pending> pending_until_done(void* stream) { return std::make_unique<EventPending>(stream); }
+
+Stream::Stream() {
+    cudaStream_t stream = nullptr;
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    stream_ = stream;
+}
+
+Stream::~Stream() { cudaStreamDestroy(as_stream(stream_)); }
+
+PinnedBuffer::~PinnedBuffer() {
+    if (data_ != nullptr) cudaFreeHost(data_);
+}
+
+std::span<std::byte> PinnedBuffer::get(size_t bytes) {
+    if (bytes > size_) {
+        void* grown = nullptr;
+        const cudaError_t error = cudaMallocHost(&grown, bytes);
+        if (error == cudaErrorMemoryAllocation)
+            fail(DDP_ERR_OUT_OF_MEMORY, "cudaMallocHost of " + std::to_string(bytes) +
+                                            " bytes of pinned staging memory failed");
+        check(error, "cudaMallocHost");
+        if (data_ != nullptr) cudaFreeHost(data_);
+        data_ = static_cast<std::byte*>(grown);
+        size_ = bytes;
+    }
+    return {data_, bytes};
+}
+
+void copy_to_host(void* host, const void* device, size_t bytes, void* stream) {
+    if (bytes == 0) return;
+    check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, as_stream(stream)), "cudaMemcpyAsync to host");
+}
+
+void copy_to_device(void* device, const void* host, size_t bytes, void* stream) {
+    if (bytes == 0) return;
+    check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, as_stream(stream)),
+          "cudaMemcpyAsync to the device");
+}
+
+}  // namespace ddp::cuda

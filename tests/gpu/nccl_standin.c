@@ -1,0 +1,110 @@
+/* A fault-injecting stand-in for libnccl.so.2, loaded by libddp through
+ * DDP_NCCL_LIBRARY in tests on machines without a GPU. It implements the
+ * functions libddp resolves, moves no data, and misbehaves on request, so
+ * that libddp's reactions (loading checks, a setup that never completes, a
+ * setup or asynchronous error, abort) can be tested. It proves nothing
+ * about NCCL or GPU data paths.
+ *
+ * Built in three forms: as is; with STANDIN_VERSION set to an old version
+ * code; with STANDIN_WITHOUT_INIT_CONFIG, lacking ncclCommInitRankConfig.
+ * At run time NCCL_STANDIN_MODE picks the behaviour: "ok" (default),
+ * "setup_hangs" (the communicator stays in progress), "setup_fails",
+ * "async_error" (setup succeeds, then an asynchronous error is reported). */
+#include <nccl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef STANDIN_VERSION
+#define STANDIN_VERSION 22809
+#endif
+
+static int aborts = 0;
+static int comms_made = 0;
+static int polls = 0; /* ncclCommGetAsyncError calls since the last setup */
+static char last_error[256] = "";
+
+/* How many communicators were aborted; for the tests (found by dlsym). */
+int standin_abort_count(void) { return aborts; }
+
+static const char* mode(void) {
+    const char* value = getenv("NCCL_STANDIN_MODE");
+    return value != NULL ? value : "ok";
+}
+
+ncclResult_t ncclGetVersion(int* version) {
+    *version = STANDIN_VERSION;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+    memset(id, 7, sizeof *id);
+    return ncclSuccess;
+}
+
+#ifndef STANDIN_WITHOUT_INIT_CONFIG
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
+    (void)nranks, (void)id, (void)rank, (void)config;
+    ++comms_made;
+    polls = 0;
+    *comm = (ncclComm_t)(&comms_made); /* any non-null handle */
+    return strcmp(mode(), "ok") == 0 || strcmp(mode(), "async_error") == 0 ? ncclSuccess : ncclInProgress;
+}
+#endif
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
+    (void)comm;
+    ++polls;
+    if (strcmp(mode(), "setup_hangs") == 0) {
+        *state = ncclInProgress;
+    } else if (strcmp(mode(), "setup_fails") == 0 || (strcmp(mode(), "async_error") == 0 && polls > 2)) {
+        strcpy(last_error, "stand-in: the peer's proxy connection was refused");
+        *state = ncclRemoteError;
+    } else {
+        *state = ncclSuccess;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t comm) { (void)comm; return ncclSuccess; }
+ncclResult_t ncclCommDestroy(ncclComm_t comm) { (void)comm; return ncclSuccess; }
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    (void)comm;
+    ++aborts;
+    return ncclSuccess;
+}
+
+const char* ncclGetErrorString(ncclResult_t result) {
+    switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclInProgress: return "operation in progress";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    default: return "unhandled stand-in error";
+    }
+}
+
+const char* ncclGetLastError(ncclComm_t comm) {
+    (void)comm;
+    return last_error;
+}
+
+ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
+ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
+
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+    (void)send, (void)recv, (void)count, (void)type, (void)op, (void)comm, (void)stream;
+    return ncclInvalidUsage; /* moves no data: never pretend to */
+}
+
+ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op, int root,
+                        ncclComm_t comm, cudaStream_t stream) {
+    (void)send, (void)recv, (void)count, (void)type, (void)op, (void)root, (void)comm, (void)stream;
+    return ncclInvalidUsage;
+}
+
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
+    (void)send, (void)recv, (void)count, (void)type, (void)root, (void)comm, (void)stream;
+    return ncclInvalidUsage;
+}

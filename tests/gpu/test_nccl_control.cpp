@@ -1,0 +1,166 @@
+// libddp's reactions to NCCL, driven by the fault-injecting stand-in
+// (nccl_standin.c) loaded through DDP_NCCL_LIBRARY as libddp loads the real
+// one: loading checks, a setup that never completes, a setup error, an
+// asynchronous error caught by the watchdog. No GPU is used, and nothing
+// here shows that data moves on a GPU (scripts/gpu-tests does that).
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "backend/backend.hpp"
+#include "backend/nccl/nccl_comm.hpp"
+#include "backend/nccl/nccl_library.hpp"
+#include "backend/nccl/watchdog.hpp"
+#include "control/control_plane.hpp"
+#include "util/error.hpp"
+
+namespace {
+
+using namespace ddp;
+
+// The stand-in builds, passed by meson.
+std::string library(const char* variable) {
+    const char* path = std::getenv(variable);
+    return path != nullptr ? path : "";
+}
+
+int abort_count() {
+    void* handle = dlopen(library("STANDIN").c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (handle == nullptr) return -1;
+    auto count = reinterpret_cast<int (*)()>(dlsym(handle, "standin_abort_count"));
+    const int value = count != nullptr ? count() : -1;
+    dlclose(handle);
+    return value;
+}
+
+/// The message of the Error that `body` throws with `status`.
+template <typename Body>
+std::string error_of(Body body, ddp_status status) {
+    try {
+        body();
+    } catch (const Error& error) {
+        EXPECT_EQ(error.status(), status) << error.what();
+        return error.what();
+    }
+    ADD_FAILURE() << "no error was thrown";
+    return "";
+}
+
+// Loading runs first: once a library loads, the process keeps it.
+TEST(NcclLoading, AMissingLibrarySaysWhereToGetNccl) {
+    setenv("DDP_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
+    const std::string message = error_of([] { nccl_library(); }, DDP_ERR_UNSUPPORTED);
+    EXPECT_NE(message.find("dlopen(\"/nonexistent/libnccl.so.2\") failed"), std::string::npos) << message;
+    EXPECT_NE(message.find("nvidia-nccl-cu13"), std::string::npos) << message;
+}
+
+TEST(NcclLoading, AnOldNcclIsRefusedWithItsVersion) {
+    setenv("DDP_NCCL_LIBRARY", library("STANDIN_OLD").c_str(), 1);
+    const std::string message = error_of([] { nccl_library(); }, DDP_ERR_UNSUPPORTED);
+    EXPECT_NE(message.find("is NCCL 2.10.3 but libddp needs NCCL 2.18 or newer"), std::string::npos) << message;
+}
+
+TEST(NcclLoading, AMissingFunctionIsNamed) {
+    setenv("DDP_NCCL_LIBRARY", library("STANDIN_INCOMPLETE").c_str(), 1);
+    const std::string message = error_of([] { nccl_library(); }, DDP_ERR_UNSUPPORTED);
+    EXPECT_NE(message.find("has no function ncclCommInitRankConfig"), std::string::npos) << message;
+}
+
+class NcclSetup : public ::testing::Test {
+protected:
+    void SetUp() override {
+        setenv("DDP_NCCL_LIBRARY", library("STANDIN").c_str(), 1);
+        nccl = &nccl_library();
+    }
+    void TearDown() override { unsetenv("NCCL_STANDIN_MODE"); }
+
+    const NcclLibrary* nccl = nullptr;
+    std::unique_ptr<Backend> host = make_self_backend();
+};
+
+TEST_F(NcclSetup, TheStandInLoads) {
+    EXPECT_EQ(nccl->version_text(), "2.28.9");
+    EXPECT_EQ(nccl->path, library("STANDIN"));
+}
+
+TEST_F(NcclSetup, ASetupThatNeverCompletesTimesOutAndAbortsNccl) {
+    setenv("NCCL_STANDIN_MODE", "setup_hangs", 1);
+    ControlPlane control(*host, 0.3, 10);
+    CallContext context = control.begin(CollectiveKind::barrier, 0);
+    const int aborts = abort_count();
+    const auto start = std::chrono::steady_clock::now();
+    const std::string message = error_of([&] { NcclComm comm(*nccl, *host, control, context); }, DDP_ERR_TIMEOUT);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    control.end();
+    EXPECT_NE(message.find("setting up the NCCL communicator did not finish within the timeout on rank 0"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("NCCL was aborted"), std::string::npos) << message;
+    EXPECT_EQ(abort_count(), aborts + 1);
+    EXPECT_GE(waited, 0.29);
+    EXPECT_LT(waited, 5.0);
+}
+
+TEST_F(NcclSetup, ASetupErrorQuotesNccl) {
+    setenv("NCCL_STANDIN_MODE", "setup_fails", 1);
+    ControlPlane control(*host, 10, 10);
+    CallContext context = control.begin(CollectiveKind::barrier, 0);
+    const int aborts = abort_count();
+    const std::string message = error_of([&] { NcclComm comm(*nccl, *host, control, context); }, DDP_ERR_BACKEND);
+    control.end();
+    EXPECT_NE(message.find("setting up the NCCL communicator failed on rank 0: remote process exited or there was a "
+                           "network error: stand-in: the peer's proxy connection was refused"),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(abort_count(), aborts + 1);
+}
+
+TEST_F(NcclSetup, TheWatchdogAbortsOnAnAsyncErrorAndFailsLaterWork) {
+    setenv("NCCL_STANDIN_MODE", "async_error", 1);
+    ControlPlane control(*host, 10, 10);
+    CallContext context = control.begin(CollectiveKind::barrier, 0);
+    NcclComm comm(*nccl, *host, control, context);
+    control.end();
+    const int aborts = abort_count();
+
+    std::mutex mutex;
+    std::condition_variable reported;
+    std::optional<std::pair<ddp_status, std::string>> failure;
+    {
+        Watchdog watchdog(-1, [&] { return comm.async_error(); },
+                          [&](ddp_status status, const std::string& message) {
+                              comm.abort();
+                              control.break_from_device(status, message);
+                              std::lock_guard lock(mutex);
+                              failure = std::pair{status, message};
+                              reported.notify_all();
+                          });
+        std::unique_lock lock(mutex);
+        ASSERT_TRUE(reported.wait_for(lock, std::chrono::seconds(5), [&] { return failure.has_value(); }))
+            << "the watchdog never reported NCCL's asynchronous error";
+        lock.unlock();
+        EXPECT_EQ(failure->first, DDP_ERR_BACKEND);
+        EXPECT_NE(failure->second.find("NCCL reported an error: remote process exited or there was a network error: "
+                                       "stand-in: the peer's proxy connection was refused"),
+                  std::string::npos)
+            << failure->second;
+        // Work handed over after the failure ends at once with it.
+        std::optional<ddp_status> ended;
+        watchdog.watch(nullptr, deadline_after(10), "allreduce #2",
+                       [&](ddp_status status, const std::string&) { ended = status; });
+        EXPECT_EQ(ended, DDP_ERR_BACKEND);
+    }
+    EXPECT_TRUE(comm.aborted());
+    EXPECT_EQ(abort_count(), aborts + 1);
+    // The communicator is broken with NCCL's message, as a later call sees it.
+    const std::string message = error_of([&] { control.require_usable(); }, DDP_ERR_BACKEND);
+    EXPECT_NE(message.find("stand-in: the peer's proxy connection was refused"), std::string::npos) << message;
+}
+
+}  // namespace
