@@ -58,7 +58,9 @@
  *    DDP_ERR_INVALID_ARGUMENT. A device call is ordered on the CUDA stream
  *    of its options (ddp_collective_options.cuda_stream), as NCCL's and
  *    PyTorch's are. With the `nccl` backend NCCL moves the bytes: the call
- *    returns once the work is enqueued, without waiting for the GPU, and a
+ *    returns once the work is enqueued, without waiting for the GPU
+ *    (floating MIN and MAX excepted: NCCL does not promise to propagate
+ *    NaN, so those are staged as with `mpi`), and a
  *    watchdog thread holds that work to the call's timeout (past it, or on
  *    an NCCL error, it aborts the NCCL communicator and the communicator is
  *    broken: later calls return DDP_ERR_TIMEOUT or DDP_ERR_BACKEND with
@@ -387,8 +389,9 @@ typedef struct ddp_request ddp_request;
  * of the communicator carries it out while the caller computes. The
  * `tensors` array itself is copied and may be freed on return; the buffers
  * it points to must stay alive and untouched until the request completes.
- * Requests complete in the order they were started, and a blocking
- * collective on the same communicator waits for those before it. Once the
+ * Requests on the host complete in the order they were started, and a
+ * blocking collective on the same communicator waits for those before it
+ * (requests on the GPU complete as the GPU finishes them; see below). Once the
  * communicator is broken (a timeout), queued requests complete at once
  * with DDP_ERR_TIMEOUT.
  * Argument errors are reported here; errors of the operation itself
@@ -606,7 +609,6 @@ DDP_API ddp_status ddp_comm_abort(ddp_comm* comm, const char* reason);
  * any other request it waits on the host, as ddp_request_wait. Returns the
  * request's status when it is known by then (an error reported by the
  * watchdog later shows in ddp_request_wait and on the communicator).
- * DDP_ERR_UNSUPPORTED in a libddp built without CUDA.
  */
 DDP_API ddp_status ddp_request_stream_wait(ddp_request* request, void* cuda_stream);
 

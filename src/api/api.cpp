@@ -207,13 +207,19 @@ std::unique_ptr<ddp_request> start_in_background(Communicator& comm, CollectiveC
     std::vector<ddp_tensor> owned(call.tensors.begin(), call.tensors.end());  // the caller may free its array
     std::shared_ptr<cuda::Event> reached;
     if (call.on_device) {
-        reached = std::make_shared<cuda::Event>();
-        reached->record(call.stream);
+        try {
+            const cuda::DeviceScope on_device(comm.device());  // the event must be on the stream's GPU
+            reached = std::make_shared<cuda::Event>();
+            reached->record(call.stream);
+        } catch (const Error& error) {
+            // Before agreement: the peers learn of it there, instead of waiting.
+            comm.run([&] { report_invalid_call(comm, call.kind, call.timeout_s, error); });
+        }
     }
     auto state = comm.submit([&comm, owned = std::move(owned), reached, call]() mutable {
         call.tensors = owned;
         if (reached) {
-            call.stream = comm.worker_stream();
+            call.stream = comm.own_stream();
             reached->make_wait(call.stream);
         }
         run_collective(comm, call);
@@ -423,7 +429,7 @@ DDP_API ddp_status ddp_request_test(ddp_request* request, int32_t* done) {
 DDP_API ddp_status ddp_request_stream_wait(ddp_request* request, void* cuda_stream) {
     return guarded([&] {
         require_not_null(request, "request");
-        if (!request->event) {  // not on the GPU: the host waits
+        if (!request->event) {  // not on the GPU (or not yet enqueued there): the host waits
             std::string message;
             const ddp_status status = request->state->wait(message);
             if (status != DDP_OK) fail(status, message);

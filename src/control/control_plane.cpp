@@ -134,7 +134,10 @@ void ControlPlane::break_from_device(ddp_status failure, const std::string& mess
                     "; the communicator is unusable: finalize it and end the job",
                 failure);
     log_line(backend_.rank(), backend_.size(), DDP_LOG_ERROR, message);
-    backend_.send_abort(AbortNotice{backend_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::device_failed});
+    // From the watchdog's thread, MPI may be called only at MPI_THREAD_MULTIPLE;
+    // below it the peers find out at their own timeout.
+    if (backend_.allows_concurrent_calls())
+        backend_.send_abort(AbortNotice{backend_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::device_failed});
 }
 
 void ControlPlane::announce_finalize() {

@@ -7,6 +7,7 @@ namespace ddp {
 void RequestState::complete(ddp_status status, std::string message) {
     {
         std::lock_guard lock(mutex_);
+        if (done_) return;  // the first completion stands
         done_ = true;
         status_ = status;
         message_ = std::move(message);

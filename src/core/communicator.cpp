@@ -74,9 +74,9 @@ std::shared_ptr<RequestState> Communicator::submit(std::function<void()> collect
     return worker_.submit(std::move(collective));
 }
 
-void* Communicator::worker_stream() {
-    if (!worker_stream_) worker_stream_ = std::make_unique<cuda::Stream>();
-    return worker_stream_->get();
+void* Communicator::own_stream() {
+    if (!own_stream_) own_stream_ = std::make_unique<cuda::Stream>();
+    return own_stream_->get();
 }
 
 std::span<std::byte> Communicator::fusion_buffer(size_t bytes) {

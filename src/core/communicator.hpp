@@ -61,9 +61,11 @@ public:
     std::span<std::byte> fusion_buffer(size_t bytes);
     /// Pinned host memory of at least `bytes` for staging device buffers.
     std::span<std::byte> staging_buffer(size_t bytes) { return staging_.get(bytes); }
-    /// A CUDA stream of libddp's own, for staged async requests (created on
-    /// first use, on the async worker's thread).
-    void* worker_stream();
+    /// A CUDA stream of libddp's own on the communicator's GPU (created on
+    /// first use): staged async requests run on it, and NCCL calls given the
+    /// per-thread default stream (which NCCL's own threads would take for
+    /// theirs).
+    void* own_stream();
     PlanCache& plans() { return plans_; }
 
     /// Waits for async work, then releases the backend; returns in bounded
@@ -85,7 +87,7 @@ private:
     const void* reducer_step_owner_ = nullptr;  // touched only by the thread holding in_use_
     std::vector<std::byte> buffer_;
     cuda::PinnedBuffer staging_;
-    std::unique_ptr<cuda::Stream> worker_stream_;
+    std::unique_ptr<cuda::Stream> own_stream_;
     PlanCache plans_{8};
     AsyncWorker worker_;  // last: its thread stops before the rest goes
 };

@@ -3,6 +3,7 @@
 #include "backend/device_plane.hpp"
 #include "device/cuda/cuda.hpp"
 #include "util/dtype.hpp"
+#include "util/error.hpp"
 
 namespace ddp {
 
@@ -21,17 +22,16 @@ bool runs_on_gpu(Communicator& comm, const CollectiveCall& call) {
     }
 }
 
-void run_device_data_phase(Communicator& comm, CallContext& context, const CollectiveCall& call,
-                           std::span<const uint64_t> words) {
-    cuda::make_current(comm.device());  // the caller's thread may have another device current
-    if (!runs_on_gpu(comm, call)) return run_staged(comm, context, call, words);
-    DevicePlane& plane = *comm.backend().device_plane();
+namespace {
+
+// Enqueues the call's NCCL work on `stream`.
+void enqueue(Communicator& comm, CallContext& context, const CollectiveCall& call, DevicePlane& plane, void* stream) {
     switch (call.kind) {
-    case CollectiveKind::allreduce: plane.allreduce(call.tensors, call.op, call.stream, context.deadline); break;
-    case CollectiveKind::reduce: plane.reduce(call.tensors, call.op, call.root, call.stream, context.deadline); break;
-    case CollectiveKind::broadcast: plane.broadcast(call.tensors, call.root, call.stream, context.deadline); break;
+    case CollectiveKind::allreduce: plane.allreduce(call.tensors, call.op, stream, context.deadline); break;
+    case CollectiveKind::reduce: plane.reduce(call.tensors, call.op, call.root, stream, context.deadline); break;
+    case CollectiveKind::broadcast: plane.broadcast(call.tensors, call.root, stream, context.deadline); break;
     case CollectiveKind::sync_optimizer_state:
-        plane.broadcast(call.tensors, call.root, call.stream, context.deadline);
+        plane.broadcast(call.tensors, call.root, stream, context.deadline);
         if (!call.scalars.empty())  // host doubles: over the host channel
             comm.control().wait(context,
                                 comm.backend().start_broadcast(call.scalars.data(),
@@ -41,12 +41,39 @@ void run_device_data_phase(Communicator& comm, CallContext& context, const Colle
         break;
     default: break;
     }
+}
+
+}  // namespace
+
+void run_device_data_phase(Communicator& comm, CallContext& context, const CollectiveCall& call,
+                           std::span<const uint64_t> words) {
+    const cuda::DeviceScope on_device(comm.device());  // the caller's thread may have another device current
+    if (!runs_on_gpu(comm, call)) return run_staged(comm, context, call, words);
+    DevicePlane& plane = *comm.backend().device_plane();
+    // The per-thread default stream names another stream on NCCL's own
+    // threads: the work goes on libddp's stream, joined to the caller's by
+    // an event each way.
+    const bool joined = cuda::is_per_thread(call.stream);
+    void* stream = joined ? comm.own_stream() : call.stream;
+    if (joined) {
+        cuda::Event reached;
+        reached.record(call.stream);
+        reached.make_wait(stream);
+    }
+    try {
+        enqueue(comm, context, call, plane, stream);
+    } catch (const Error& error) {
+        // NCCL may hold part of the call: this rank cannot go on, and its peers must not wait.
+        comm.control().break_from_device(error.status(), error.what());
+        throw;
+    }
     const std::shared_ptr<GpuRequest> request = call.gpu_request;
     WorkEnd end = [request](ddp_status status, const std::string& message) {
         if (request) request->state->complete(status, message);
     };
-    auto event = plane.watch(call.stream, context.deadline, call_name(static_cast<uint64_t>(call.kind), context.sequence),
+    auto event = plane.watch(stream, context.deadline, call_name(static_cast<uint64_t>(call.kind), context.sequence),
                              std::move(end));
+    if (joined) event->make_wait(call.stream);
     if (request) request->event = std::move(event);
 }
 

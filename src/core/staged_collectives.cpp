@@ -34,21 +34,30 @@ size_t byte_size(const ddp_tensor& tensor) {
     return static_cast<size_t>(tensor.count) * element_size(dtype_of(tensor));
 }
 
+// Each staged tensor starts at a multiple of its element size, as MPI's
+// built-in operations expect; tensors of one dtype stay back to back.
+size_t aligned(size_t offset, const ddp_tensor& tensor) {
+    const size_t alignment = element_size(dtype_of(tensor));
+    return (offset + alignment - 1) / alignment * alignment;
+}
+
 }  // namespace
 
 void run_staged(Communicator& comm, CallContext& context, const CollectiveCall& call,
                 std::span<const uint64_t> words) {
+    std::vector<size_t> offsets;
     size_t total = 0;
-    for (const ddp_tensor& tensor : call.tensors) total += byte_size(tensor);
-    std::byte* host = comm.staging_buffer(total).data();
+    for (const ddp_tensor& tensor : call.tensors) {
+        offsets.push_back(aligned(total, tensor));
+        total = offsets.back() + byte_size(tensor);
+    }
+    std::byte* host = comm.staging_buffer(total).data();  // page-aligned: offsets keep their alignment
 
     std::vector<ddp_tensor> staged(call.tensors.begin(), call.tensors.end());
-    size_t offset = 0;
-    for (ddp_tensor& tensor : staged) {
-        tensor.data = host + offset;
-        tensor.device_type = DDP_DEVICE_CUDA_HOST;
-        tensor.device_id = 0;
-        offset += byte_size(tensor);
+    for (size_t i = 0; i < staged.size(); ++i) {
+        staged[i].data = host + offsets[i];
+        staged[i].device_type = DDP_DEVICE_CUDA_HOST;
+        staged[i].device_id = 0;
     }
 
     const Crossing crossing = crossing_of(call, comm.backend().rank());

@@ -19,7 +19,6 @@
 #endif
 
 static int aborts = 0;
-static int comms_made = 0;
 static int polls = 0; /* ncclCommGetAsyncError calls since the last setup */
 static char last_error[256] = "";
 
@@ -44,9 +43,8 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
 #ifndef STANDIN_WITHOUT_INIT_CONFIG
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
     (void)nranks, (void)id, (void)rank, (void)config;
-    ++comms_made;
     polls = 0;
-    *comm = (ncclComm_t)(&comms_made); /* any non-null handle */
+    *comm = (ncclComm_t)(&aborts); /* any non-null handle */
     return strcmp(mode(), "ok") == 0 || strcmp(mode(), "async_error") == 0 ? ncclSuccess : ncclInProgress;
 }
 #endif

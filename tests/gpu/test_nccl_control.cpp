@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "backend/nccl/nccl_comm.hpp"
@@ -133,7 +135,12 @@ TEST_F(NcclSetup, TheWatchdogAbortsOnAnAsyncErrorAndFailsLaterWork) {
     std::condition_variable reported;
     std::optional<std::pair<ddp_status, std::string>> failure;
     {
-        Watchdog watchdog(-1, [&] { return comm.async_error(); },
+        Watchdog watchdog(-1,
+                          [&]() -> std::optional<Failure> {
+                              if (auto error = comm.async_error())
+                                  return Failure{DDP_ERR_BACKEND, "NCCL reported an error: " + *error};
+                              return std::nullopt;
+                          },
                           [&](ddp_status status, const std::string& message) {
                               comm.abort();
                               control.break_from_device(status, message);
@@ -161,6 +168,35 @@ TEST_F(NcclSetup, TheWatchdogAbortsOnAnAsyncErrorAndFailsLaterWork) {
     // The communicator is broken with NCCL's message, as a later call sees it.
     const std::string message = error_of([&] { control.require_usable(); }, DDP_ERR_BACKEND);
     EXPECT_NE(message.find("stand-in: the peer's proxy connection was refused"), std::string::npos) << message;
+}
+
+// Before NCCL is aborted for any other reason (a timeout on the host,
+// ddp_comm_abort, finalize), the watched work fails: aborted kernels end
+// their events as if they had finished, which must not read as success.
+TEST(Watchdog, FailAllEndsWatchedAndLaterWorkWithTheReason) {
+    bool reported = false;
+    Watchdog watchdog(-1, [] { return std::optional<Failure>(); },
+                      [&](ddp_status, const std::string&) { reported = true; });
+    std::vector<std::pair<std::string, ddp_status>> ended;
+    std::mutex mutex;
+    auto record = [&](std::string what) {
+        return [&, what](ddp_status status, const std::string&) {
+            std::lock_guard lock(mutex);
+            ended.emplace_back(what, status);
+        };
+    };
+    // Null events: work handed over after a failure is never polled (no
+    // CUDA here to make real ones).
+    watchdog.fail_all(DDP_ERR_TIMEOUT, "rank 0 gave up");
+    watchdog.watch(nullptr, deadline_after(100), "allreduce #3", record("allreduce #3"));
+    watchdog.fail_all(DDP_ERR_BACKEND, "a later reason");  // the first stays
+    watchdog.watch(nullptr, deadline_after(100), "allreduce #4", record("allreduce #4"));
+    EXPECT_TRUE(watchdog.drain(deadline_after(1)));
+    std::lock_guard lock(mutex);
+    ASSERT_EQ(ended.size(), 2u);
+    EXPECT_EQ(ended[0], std::pair(std::string("allreduce #3"), DDP_ERR_TIMEOUT));
+    EXPECT_EQ(ended[1], std::pair(std::string("allreduce #4"), DDP_ERR_TIMEOUT));
+    EXPECT_FALSE(reported);  // failures from outside are the owner's to report
 }
 
 }  // namespace

@@ -38,7 +38,9 @@ TEST(Faults, QueuedRequestsFailAtOnce) {
         }
         for (size_t i = 0; i < requests.size(); ++i) {
             EXPECT_EQ(ddp_request_free(requests[i]), DDP_ERR_TIMEOUT) << "request " << i;
-            if (i == 0) EXPECT_NE(message().find("rank 1 has not joined"), std::string::npos) << message();
+            if (i == 0) {
+                EXPECT_NE(message().find("rank 1 has not joined"), std::string::npos) << message();
+            }
         }
         // 0.1 took 40 timeouts here; now one timeout plus asking the peer.
         EXPECT_LT(seconds_since(started), 3.5);

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#ifndef DDP_EXPERIMENTAL_API
 #define DDP_EXPERIMENTAL_API
+#endif
 #include "ddp/ddp.h"
 
 namespace {

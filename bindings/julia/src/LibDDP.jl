@@ -423,8 +423,9 @@ Starts ddp_allreduce_tensor_list and returns at once; a background thread
 of the communicator carries it out while the caller computes. The
 `tensors` array itself is copied and may be freed on return; the buffers
 it points to must stay alive and untouched until the request completes.
-Requests complete in the order they were started, and a blocking
-collective on the same communicator waits for those before it. Once the
+Requests on the host complete in the order they were started, and a
+blocking collective on the same communicator waits for those before it
+(requests on the GPU complete as the GPU finishes them; see below). Once the
 communicator is broken (a timeout), queued requests complete at once
 with DDP_ERR_TIMEOUT.
 Argument errors are reported here; errors of the operation itself
@@ -645,7 +646,6 @@ stream afterwards starts once the request's reduction has finished. For
 any other request it waits on the host, as ddp_request_wait. Returns the
 request's status when it is known by then (an error reported by the
 watchdog later shows in ddp_request_wait and on the communicator).
-DDP_ERR_UNSUPPORTED in a libddp built without CUDA.
 """
 function ddp_request_stream_wait(request, cuda_stream)
     @ccall libddp_path().ddp_request_stream_wait(request::Ptr{ddp_request}, cuda_stream::Ptr{Cvoid})::ddp_status

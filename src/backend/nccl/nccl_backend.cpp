@@ -1,5 +1,6 @@
 #include "backend/nccl/nccl_backend.hpp"
 
+#include <array>
 #include <cstdio>
 #include <mutex>
 #include <optional>
@@ -18,8 +19,6 @@ namespace ddp {
 
 namespace {
 
-// How long finalize waits for GPU work still watched.
-constexpr double drain_wait_s = 10;
 
 ncclDataType_t nccl_type(int32_t dtype) {
     switch (dtype) {
@@ -55,11 +54,12 @@ std::string uuid_text(uint64_t high, uint64_t low) {
 
 class NcclBackend final : public Backend, public DevicePlane {
 public:
-    NcclBackend(std::unique_ptr<Backend> host, int device, std::unique_ptr<NcclComm> comm)
+    NcclBackend(std::unique_ptr<Backend> host, int device, std::unique_ptr<NcclComm> comm, double timeout_s)
         : host_(std::move(host)),
           comm_(std::move(comm)),
+          timeout_s_(timeout_s),
           watchdog_(std::make_unique<Watchdog>(
-              device, [this] { return comm_->async_error(); },
+              device, [this] { return known_failure(); },
               [this](ddp_status status, const std::string& message) { watchdog_failed(status, message); })) {}
 
     ~NcclBackend() override { watchdog_.reset(); }
@@ -95,7 +95,9 @@ public:
     void send_abort(const AbortNotice& notice) override {
         host_->send_abort(notice);
         // A rank that gives up stops its GPU work too, so no kernel waits for ever.
-        if (notice.reason != AbortNotice::Reason::finalizing && comm_) comm_->abort();
+        if (notice.reason != AbortNotice::Reason::finalizing && comm_)
+            abort_nccl(DDP_ERR_TIMEOUT, "the communicator was broken on this rank (a timeout, ddp_comm_abort, or "
+                                        "a failure on the GPU) while this work was on the GPU");
     }
     std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline) override {
         return host_->ask_peers(deadline);
@@ -104,7 +106,10 @@ public:
     std::unique_ptr<Pending> start_finalize_barrier() override { return host_->start_finalize_barrier(); }
 
     void finalize(bool peers_present) override {
-        if (!watchdog_->drain(deadline_after(drain_wait_s)) || !peers_present) comm_->abort();
+        // Async requests on the GPU get up to the communicator's timeout to finish.
+        const bool drained = peers_present && watchdog_->drain(deadline_after(timeout_s_));
+        if (!drained)
+            abort_nccl(DDP_ERR_NOT_INITIALIZED, "the communicator was finalized while this work was on the GPU");
         watchdog_.reset();
         comm_.reset();  // destroys NCCL in bounded time, or it was aborted
         host_->finalize(peers_present);
@@ -172,8 +177,13 @@ public:
     }
 
     void on_failure(std::function<void(ddp_status, const std::string&)> report) override {
-        std::lock_guard lock(report_mutex_);
-        report_ = std::move(report);
+        std::optional<Failure> missed;
+        {
+            std::lock_guard lock(report_mutex_);
+            report_ = report;
+            missed.swap(unreported_);
+        }
+        if (missed) report(missed->first, missed->second);
     }
 
 private:
@@ -182,52 +192,89 @@ private:
             cuda::divide_on_device(t.data, t.count, dtype_of(t), static_cast<double>(size()), stream);
     }
 
+    // Fails what the watchdog holds first: aborted kernels end their events
+    // as if they had finished.
+    void abort_nccl(ddp_status status, const std::string& message) {
+        watchdog_->fail_all(status, message);
+        comm_->abort();
+    }
+
+    // For the watchdog: NCCL's asynchronous error, or a peer that stopped
+    // taking part (its kernels will never meet this rank's).
+    std::optional<Failure> known_failure() {
+        if (std::optional<std::string> error = comm_->async_error())
+            return Failure{DDP_ERR_BACKEND, "NCCL reported an error: " + *error};
+        const std::optional<AbortNotice> notice = host_->abort_notice();
+        if (notice && notice->reason != AbortNotice::Reason::finalizing)
+            return Failure{DDP_ERR_TIMEOUT, "rank " + std::to_string(notice->from_rank) +
+                                                " stopped taking part (it gave up, aborted, or its GPU work failed)"};
+        return std::nullopt;
+    }
+
     // On the watchdog's thread: stop NCCL first, so nothing keeps waiting on the GPU.
     void watchdog_failed(ddp_status status, const std::string& message) {
         comm_->abort();
         std::lock_guard lock(report_mutex_);
-        if (report_) report_(status, message + "; NCCL was aborted");
+        if (report_)
+            report_(status, message + "; NCCL was aborted");
+        else
+            unreported_ = Failure{status, message + "; NCCL was aborted"};  // told once on_failure is set
     }
 
     std::unique_ptr<Backend> host_;
     std::unique_ptr<NcclComm> comm_;
+    const double timeout_s_;
     std::mutex report_mutex_;
     std::function<void(ddp_status, const std::string&)> report_;  // guarded by report_mutex_
+    std::optional<Failure> unreported_;                             // guarded by report_mutex_
     std::unique_ptr<Watchdog> watchdog_;  // last: its thread uses the rest
 };
 
-/// Why this rank cannot run NCCL, or nothing when it can.
-std::optional<Error> local_problem(const cuda::GpuAssignment& gpu) {
+/// What a rank tells its peers before NCCL starts: its GPU's UUID and
+/// whether it may share that GPU with another rank.
+struct GpuIdentity {
+    std::array<uint64_t, 2> uuid{};
+    bool may_share = false;
+};
+
+/// This rank's GPU identity, or why it cannot run NCCL (every local step
+/// that can fail runs here, before the ranks compare notes).
+std::optional<Error> local_problem(const cuda::GpuAssignment& gpu, GpuIdentity& identity) {
     try {
-        nccl_library();  // loading errors first: they say what to install
+        const NcclLibrary& nccl = nccl_library();  // loading errors first: they say what to install
         if (gpu.device < 0)
             fail(DDP_ERR_UNSUPPORTED, "the nccl backend needs a GPU on every rank: " + gpu.unavailable_reason);
+        cuda::make_current(gpu.device);
+        identity.uuid = cuda::device_uuid(gpu.device);
+        identity.may_share =
+            nccl.version >= 23000 && env_string("NCCL_MULTI_RANK_GPU_ENABLE").value_or("0") == "1";
         return std::nullopt;
     } catch (const Error& error) {
         return error;
     }
 }
 
-/// Refuses ranks that share a GPU when NCCL cannot share one.
-void check_gpus_distinct(Backend& host, const NcclLibrary& nccl, int device, double timeout_s) {
-    const std::array<uint64_t, 2> uuid = cuda::device_uuid(device);
+/// Refuses ranks that share a GPU unless every rank may share it
+/// (NCCL 2.30 or newer with NCCL_MULTI_RANK_GPU_ENABLE=1).
+void check_gpus_distinct(Backend& host, const GpuIdentity& mine, double timeout_s) {
+    const uint64_t words[3] = {mine.uuid[0], mine.uuid[1], mine.may_share ? 1u : 0u};
     ControlPlane control(host, timeout_s, timeout_s);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
     std::vector<std::vector<uint64_t>> all;
-    control.wait(context, host.start_allgather_u64(uuid, all), WaitStyle::for_peers);
-    const bool sharing_allowed =
-        nccl.version >= 23000 && env_string("NCCL_MULTI_RANK_GPU_ENABLE").value_or("0") == "1";
-    if (sharing_allowed) return;
+    control.wait(context, host.start_allgather_u64(words, all), WaitStyle::for_peers);
+    bool every_rank_may_share = true;
+    for (const auto& rank_words : all) every_rank_may_share = every_rank_may_share && rank_words.at(2) == 1;
+    if (every_rank_may_share) return;
     for (size_t a = 0; a < all.size(); ++a)
         for (size_t b = a + 1; b < all.size(); ++b)
-            if (all[a] == all[b])
+            if (all[a][0] == all[b][0] && all[a][1] == all[b][1])
                 fail(DDP_ERR_UNSUPPORTED,
                      "ranks " + std::to_string(a) + " and " + std::to_string(b) + " were given the same GPU (UUID " +
-                         uuid_text(all[a][0], all[a][1]) + "), which NCCL " + nccl.version_text() +
-                         " refuses. Start as many ranks per node as it has GPUs (or give each rank its own "
-                         "CUDA_VISIBLE_DEVICES), use DDP_BACKEND=mpi (device buffers staged through host memory), "
-                         "or NCCL 2.30 or newer (DDP_NCCL_LIBRARY, e.g. from the nvidia-nccl-cu13 wheel) with "
-                         "NCCL_MULTI_RANK_GPU_ENABLE=1");
+                         uuid_text(all[a][0], all[a][1]) +
+                         "), which NCCL refuses before 2.30. Start as many ranks per node as it has GPUs (or give "
+                         "each rank its own CUDA_VISIBLE_DEVICES), use DDP_BACKEND=mpi (device buffers staged "
+                         "through host memory), or NCCL 2.30 or newer on every rank (DDP_NCCL_LIBRARY, e.g. from "
+                         "the nvidia-nccl-cu13 wheel) with NCCL_MULTI_RANK_GPU_ENABLE=1");
 }
 
 }  // namespace
@@ -235,15 +282,15 @@ void check_gpus_distinct(Backend& host, const NcclLibrary& nccl, int device, dou
 std::unique_ptr<Backend> make_nccl_backend(std::unique_ptr<Backend>& host, const cuda::GpuAssignment& gpu,
                                            double timeout_s) {
     const std::string me = "rank " + std::to_string(host->rank()) + ": ";
-    const std::optional<Error> problem = local_problem(gpu);
+    GpuIdentity identity;
+    const std::optional<Error> problem = local_problem(gpu, identity);
     const std::vector<int> failed = ranks_that_failed(*host, problem.has_value(), timeout_s);
     if (problem) throw Error(problem->status(), me + problem->what());
     if (!failed.empty())
         fail(DDP_ERR_UNSUPPORTED, "rank(s) " + rank_list(failed) +
                                       " cannot run the nccl backend (their ddp_init says why), so no rank starts it");
     const NcclLibrary& nccl = nccl_library();
-    cuda::make_current(gpu.device);
-    check_gpus_distinct(*host, nccl, gpu.device, timeout_s);
+    check_gpus_distinct(*host, identity, timeout_s);
 
     std::unique_ptr<NcclComm> comm;
     std::optional<Error> setup_error;
@@ -263,7 +310,7 @@ std::unique_ptr<Backend> make_nccl_backend(std::unique_ptr<Backend>& host, const
         fail(DDP_ERR_BACKEND, "rank(s) " + rank_list(failed_setup) +
                                   " could not set up NCCL (their ddp_init says why), so no rank starts it");
     }
-    return std::make_unique<NcclBackend>(std::move(host), gpu.device, std::move(comm));
+    return std::make_unique<NcclBackend>(std::move(host), gpu.device, std::move(comm), timeout_s);
 }
 
 }  // namespace ddp

@@ -43,7 +43,7 @@ NcclComm::NcclComm(const NcclLibrary& nccl, Backend& host, ControlPlane& control
         fail(DDP_ERR_BACKEND, "ncclCommInitRankConfig failed on rank " + std::to_string(host.rank()) + ": " + reason);
     }
     ncclResult_t state = ncclSuccess;
-    if (!settle(context.deadline, state)) {
+    if (settle(context.deadline, state) != Settled::done) {
         abort();
         fail(DDP_ERR_TIMEOUT, "setting up the NCCL communicator did not finish within the timeout on rank " +
                                   std::to_string(host.rank()) +
@@ -61,26 +61,32 @@ NcclComm::NcclComm(const NcclLibrary& nccl, Backend& host, ControlPlane& control
 NcclComm::~NcclComm() {
     if (comm_ == nullptr || aborted()) return;
     ncclResult_t state = ncclSuccess;
-    const ncclResult_t finalized = nccl_.comm_finalize(comm_);
-    if ((finalized == ncclSuccess || finalized == ncclInProgress) && settle(deadline_after(destroy_wait_s), state) &&
-        state == ncclSuccess) {
+    ncclResult_t finalized;
+    {
+        std::lock_guard lock(mutex_);
+        finalized = nccl_.comm_finalize(comm_);
+    }
+    if ((finalized == ncclSuccess || finalized == ncclInProgress) &&
+        settle(deadline_after(destroy_wait_s), state) == Settled::done && state == ncclSuccess) {
+        std::lock_guard lock(mutex_);
         nccl_.comm_destroy(comm_);
         return;
     }
     abort();
 }
 
-bool NcclComm::settle(Clock::time_point deadline, ncclResult_t& state) const {
+NcclComm::Settled NcclComm::settle(Clock::time_point deadline, ncclResult_t& state) const {
     const auto start = Clock::now();
     for (;;) {
-        const ncclResult_t asked = nccl_.comm_get_async_error(comm_, &state);
-        if (asked != ncclSuccess) {
-            state = asked;
-            return true;
+        {
+            std::lock_guard lock(mutex_);
+            if (aborted()) return Settled::aborted;
+            const ncclResult_t asked = nccl_.comm_get_async_error(comm_, &state);
+            if (asked != ncclSuccess) state = asked;
+            if (state != ncclInProgress) return Settled::done;
         }
-        if (state != ncclInProgress) return true;
         const auto now = Clock::now();
-        if (now > deadline) return false;
+        if (now > deadline) return Settled::timed_out;
         if (now - start < hot_poll)
             std::this_thread::yield();
         else
@@ -94,16 +100,28 @@ void NcclComm::check(ncclResult_t result, const char* what) const {
 }
 
 void NcclComm::group(const std::function<void()>& body, Clock::time_point deadline, const char* what) {
-    check(nccl_.group_start(), "ncclGroupStart");
-    try {
-        body();
-    } catch (...) {
-        nccl_.group_end();
-        throw;
+    {
+        // Held while enqueueing (short: the communicator is non-blocking), so
+        // that no other thread aborts NCCL under the calls.
+        std::lock_guard lock(mutex_);
+        if (aborted())
+            fail(DDP_ERR_TIMEOUT, std::string(what) + ": NCCL was aborted earlier; the communicator is unusable");
+        check(nccl_.group_start(), "ncclGroupStart");
+        try {
+            body();
+        } catch (...) {
+            nccl_.group_end();
+            throw;
+        }
+        check(nccl_.group_end(), what);
     }
-    check(nccl_.group_end(), what);
     ncclResult_t state = ncclSuccess;
-    if (!settle(deadline, state)) {
+    switch (settle(deadline, state)) {
+    case Settled::done: break;
+    case Settled::aborted:
+        fail(DDP_ERR_TIMEOUT, std::string(what) + ": NCCL was aborted (by the watchdog or another thread) while "
+                                                  "it took the operations");
+    case Settled::timed_out:
         abort();
         fail(DDP_ERR_TIMEOUT, std::string(what) + ": NCCL did not accept the operations within the timeout; NCCL "
                                                   "was aborted");
@@ -112,6 +130,7 @@ void NcclComm::group(const std::function<void()>& body, Clock::time_point deadli
 }
 
 std::optional<std::string> NcclComm::async_error() const {
+    std::lock_guard lock(mutex_);
     if (aborted()) return std::nullopt;
     ncclResult_t state = ncclSuccess;
     const ncclResult_t asked = nccl_.comm_get_async_error(comm_, &state);
@@ -121,6 +140,7 @@ std::optional<std::string> NcclComm::async_error() const {
 }
 
 void NcclComm::abort() {
+    std::lock_guard lock(mutex_);
     if (comm_ != nullptr && !aborted_.exchange(true, std::memory_order_acq_rel)) nccl_.comm_abort(comm_);
 }
 

@@ -1,11 +1,14 @@
 // One NCCL communicator: set up without blocking and held to a deadline
 // (ncclCommInitRankConfig with blocking = 0, polled), its unique id created
 // by rank 0 alone and sent over libddp's own host channel; aborted from any
-// thread; destroyed in bounded time.
+// thread; destroyed in bounded time. NCCL forbids concurrent calls on one
+// communicator, so every call on it holds one mutex (the enqueueing of a
+// group, each poll, the abort).
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -43,11 +46,14 @@ public:
     bool aborted() const { return aborted_.load(std::memory_order_acquire); }
 
 private:
-    /// Polls until the communicator has nothing in progress; false at the deadline.
-    bool settle(Clock::time_point deadline, ncclResult_t& state) const;
+    enum class Settled { done, timed_out, aborted };
+    /// Polls until the communicator has nothing in progress (its state in
+    /// `state`), the deadline passes, or another thread aborts it.
+    Settled settle(Clock::time_point deadline, ncclResult_t& state) const;
 
     const NcclLibrary& nccl_;
     ncclComm_t comm_ = nullptr;
+    mutable std::mutex mutex_;
     std::atomic<bool> aborted_{false};
 };
 

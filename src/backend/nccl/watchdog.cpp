@@ -8,15 +8,15 @@
 namespace ddp {
 
 namespace {
-// How often watched work is polled; with nothing watched, NCCL's
-// asynchronous error is still checked this often.
+// How often watched work is polled; with nothing watched, the owner's
+// failure check still runs this often.
 constexpr auto busy_interval = std::chrono::milliseconds(1);
 constexpr auto idle_interval = std::chrono::milliseconds(100);
 }  // namespace
 
-Watchdog::Watchdog(int device, std::function<std::optional<std::string>()> async_error,
+Watchdog::Watchdog(int device, std::function<std::optional<Failure>()> poll_failure,
                    std::function<void(ddp_status, const std::string&)> failed)
-    : async_error_(std::move(async_error)), failed_(std::move(failed)), thread_([this, device] { loop(device); }) {}
+    : poll_failure_(std::move(poll_failure)), failed_(std::move(failed)), thread_([this, device] { loop(device); }) {}
 
 Watchdog::~Watchdog() {
     {
@@ -33,9 +33,9 @@ Watchdog::~Watchdog() {
 void Watchdog::watch(std::shared_ptr<cuda::Event> event, Clock::time_point deadline, std::string what, WorkEnd end) {
     std::unique_lock lock(mutex_);
     if (failure_) {
-        const auto [status, message] = *failure_;
+        const Failure failure = *failure_;
         lock.unlock();
-        end(status, message);
+        end(failure.first, failure.second);
         return;
     }
     watched_.push_back(Watched{std::move(event), deadline, std::move(what), std::move(end)});
@@ -43,14 +43,31 @@ void Watchdog::watch(std::shared_ptr<cuda::Event> event, Clock::time_point deadl
     changed_.notify_all();
 }
 
+auto Watchdog::record_failure(const Failure& failure) -> std::optional<std::vector<Watched>> {
+    std::lock_guard lock(mutex_);
+    if (failure_) return std::nullopt;
+    failure_ = failure;
+    std::vector<Watched> taken;
+    taken.swap(watched_);
+    return taken;
+}
+
+void Watchdog::fail_all(ddp_status status, const std::string& message) {
+    std::optional<std::vector<Watched>> taken = record_failure(Failure{status, message});
+    changed_.notify_all();
+    if (taken)
+        for (Watched& item : *taken) item.end(status, message);
+}
+
 bool Watchdog::drain(Clock::time_point deadline) {
     std::unique_lock lock(mutex_);
     return changed_.wait_until(lock, deadline, [this] { return watched_.empty(); });
 }
 
-std::optional<std::pair<ddp_status, std::string>> Watchdog::check(std::vector<Watched>& finished) {
+std::optional<Failure> Watchdog::check(std::vector<Watched>& finished) {
     const auto now = Clock::now();
     std::lock_guard lock(mutex_);
+    if (failure_) return std::nullopt;  // failed already: nothing counts as finished any more
     for (size_t i = 0; i < watched_.size();) {
         Watched& item = watched_[i];
         try {
@@ -60,39 +77,35 @@ std::optional<std::pair<ddp_status, std::string>> Watchdog::check(std::vector<Wa
                 continue;
             }
         } catch (const Error& error) {
-            return std::pair{DDP_ERR_BACKEND, item.what + " failed on the GPU: " + error.what()};
+            return Failure{DDP_ERR_BACKEND, item.what + " failed on the GPU: " + error.what()};
         }
         if (now > item.deadline)
-            return std::pair{DDP_ERR_TIMEOUT,
-                             item.what + " did not finish on the GPU within its timeout (a peer never enqueued it, "
-                                         "or NCCL cannot reach a peer; NCCL_DEBUG=INFO tells more)"};
+            return Failure{DDP_ERR_TIMEOUT,
+                           item.what + " did not finish on the GPU within its timeout (a peer never enqueued it, "
+                                       "or NCCL cannot reach a peer; NCCL_DEBUG=INFO tells more)"};
         ++i;
     }
-    if (auto error = async_error_()) return std::pair{DDP_ERR_BACKEND, "NCCL reported an error: " + *error};
     return std::nullopt;
 }
 
 void Watchdog::loop(int device) {
-    std::optional<std::pair<ddp_status, std::string>> failure;
+    std::optional<Failure> failure;
     try {
         if (device >= 0) cuda::make_current(device);
     } catch (const Error& error) {
-        failure = std::pair{DDP_ERR_BACKEND, std::string("the watchdog could not use the GPU: ") + error.what()};
+        failure = Failure{DDP_ERR_BACKEND, std::string("the watchdog could not use the GPU: ") + error.what()};
     }
     for (;;) {
         std::vector<Watched> finished;
         if (!failure) failure = check(finished);
+        if (!failure) failure = poll_failure_();
         for (Watched& item : finished) item.end(DDP_OK, "");
         if (failure) {
-            failed_(failure->first, failure->second);
-            std::vector<Watched> failed;
-            {
-                std::lock_guard lock(mutex_);
-                failure_ = failure;
-                failed.swap(watched_);
+            if (std::optional<std::vector<Watched>> taken = record_failure(*failure)) {
+                failed_(failure->first, failure->second);
+                for (Watched& item : *taken) item.end(failure->first, failure->second);
             }
             changed_.notify_all();
-            for (Watched& item : failed) item.end(failure->first, failure->second);
             std::unique_lock lock(mutex_);
             changed_.wait(lock, [this] { return stopping_; });
             return;
@@ -100,6 +113,10 @@ void Watchdog::loop(int device) {
         std::unique_lock lock(mutex_);
         if (!finished.empty()) changed_.notify_all();
         if (stopping_) return;
+        if (failure_) {  // failed from outside (fail_all): nothing left to watch
+            changed_.wait(lock, [this] { return stopping_; });
+            return;
+        }
         changed_.wait_for(lock, watched_.empty() ? idle_interval : busy_interval);
         if (stopping_) return;
     }

@@ -1,10 +1,13 @@
 // The thread that holds a communicator's GPU work to its deadlines, as
 // PyTorch's NCCL watchdog does: device calls return once enqueued, so
-// nothing on the caller's thread would notice a reduction that never ends
-// or an NCCL error. It polls each watched call's completion event and
-// NCCL's asynchronous error; on a timeout or an error it reports the
-// failure once (the owner aborts NCCL and breaks the communicator) and
-// fails every watched call with it.
+// nothing on the caller's thread would notice a reduction that never ends,
+// an NCCL error, or a peer that gave up. It polls each watched call's
+// completion event and the owner's failure check (NCCL's asynchronous
+// error, a peer's abort notice); on a timeout or a failure it reports it
+// once (the owner aborts NCCL and breaks the communicator) and fails every
+// watched call with it. The owner fails them itself (fail_all) before it
+// aborts NCCL for any other reason, since aborted kernels end their events
+// as if they had finished.
 #pragma once
 
 #include <condition_variable>
@@ -14,18 +17,23 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backend/device_plane.hpp"
 
 namespace ddp {
 
+/// Why watched work cannot finish: a status and its sentence.
+using Failure = std::pair<ddp_status, std::string>;
+
 class Watchdog {
 public:
     /// `device`: the GPU made current on the watchdog's thread (-1: none).
-    /// `async_error`: NCCL's asynchronous error as a sentence, if any.
-    /// `failed`: called once, on the watchdog's thread, with the first failure.
-    Watchdog(int device, std::function<std::optional<std::string>()> async_error,
+    /// `poll_failure`: a failure the owner knows of (NCCL's asynchronous
+    /// error, a peer's notice), if any. `failed`: called once, on the
+    /// watchdog's thread, with the first failure it finds itself.
+    Watchdog(int device, std::function<std::optional<Failure>()> poll_failure,
              std::function<void(ddp_status, const std::string&)> failed);
     ~Watchdog();
     Watchdog(const Watchdog&) = delete;
@@ -33,8 +41,11 @@ public:
 
     /// Watches `event` (recorded after the call's work) until `deadline`.
     void watch(std::shared_ptr<cuda::Event> event, Clock::time_point deadline, std::string what, WorkEnd end);
-    /// Waits until every watched call has ended (or failed), at most until `deadline`.
-    /// Returns whether nothing is left.
+    /// Ends every watched call (and every later one) with this failure,
+    /// unless one was recorded already. From any thread.
+    void fail_all(ddp_status status, const std::string& message);
+    /// Waits until every watched call has ended (or failed), at most until
+    /// `deadline`. Returns whether nothing is left.
     bool drain(Clock::time_point deadline);
 
 private:
@@ -45,17 +56,21 @@ private:
         WorkEnd end;
     };
     void loop(int device);
-    /// The first failure among the watched calls, or NCCL's async error.
-    std::optional<std::pair<ddp_status, std::string>> check(std::vector<Watched>& finished);
+    /// Moves finished calls to `finished`; returns the first timed-out or
+    /// failed call's failure.
+    std::optional<Failure> check(std::vector<Watched>& finished);
+    /// Records the first failure and takes the watched calls; empty when a
+    /// failure was recorded before.
+    std::optional<std::vector<Watched>> record_failure(const Failure& failure);
 
-    std::function<std::optional<std::string>()> async_error_;
+    std::function<std::optional<Failure>()> poll_failure_;
     std::function<void(ddp_status, const std::string&)> failed_;
     std::mutex mutex_;
     std::condition_variable changed_;
-    std::vector<Watched> watched_;                              // guarded by mutex_
-    std::optional<std::pair<ddp_status, std::string>> failure_;  // guarded by mutex_; the first stays
-    bool stopping_ = false;                                     // guarded by mutex_
-    std::thread thread_;  // last: started once the rest exists
+    std::vector<Watched> watched_;    // guarded by mutex_
+    std::optional<Failure> failure_;  // guarded by mutex_; the first stays
+    bool stopping_ = false;           // guarded by mutex_
+    std::thread thread_;              // last: started once the rest exists
 };
 
 }  // namespace ddp

@@ -34,6 +34,23 @@ GpuAssignment assign_gpu(int local_rank);
 /// Makes `device` current on the calling thread (for libddp's own threads).
 void make_current(int device);
 
+/// Makes `device` current for a scope on the caller's thread and restores
+/// the caller's device after, so that a call leaves the thread as it was.
+class DeviceScope {
+public:
+    explicit DeviceScope(int device);
+    ~DeviceScope();
+    DeviceScope(const DeviceScope&) = delete;
+    DeviceScope& operator=(const DeviceScope&) = delete;
+
+private:
+    int previous_ = -1;
+};
+
+/// Whether `stream` is CUDA's per-thread default stream (cudaStreamPerThread,
+/// DDP_CUDA_STREAM_PER_THREAD), which names another stream on each thread.
+inline bool is_per_thread(void* stream) { return stream == reinterpret_cast<void*>(DDP_CUDA_STREAM_PER_THREAD); }
+
 /// The device's UUID as two words (to find ranks that share a GPU).
 std::array<uint64_t, 2> device_uuid(int device);
 

@@ -14,6 +14,8 @@ const char* const reason = "this libddp was built without CUDA (rebuild with -Dc
 
 GpuAssignment assign_gpu(int) { return {-1, reason}; }
 void make_current(int) { no_cuda(); }
+DeviceScope::DeviceScope(int) { no_cuda(); }
+DeviceScope::~DeviceScope() = default;
 std::array<uint64_t, 2> device_uuid(int) { no_cuda(); }
 void check_stream(void*) { no_cuda(); }
 

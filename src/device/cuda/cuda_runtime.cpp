@@ -71,6 +71,13 @@ GpuAssignment assign_gpu(int local_rank) {
 
 void make_current(int device) { check(cudaSetDevice(device), "cudaSetDevice"); }
 
+DeviceScope::DeviceScope(int device) {
+    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) make_current(device);
+}
+
+DeviceScope::~DeviceScope() { cudaSetDevice(previous_); }
+
 std::array<uint64_t, 2> device_uuid(int device) {
     cudaDeviceProp properties{};
     check(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties");
@@ -82,7 +89,10 @@ std::array<uint64_t, 2> device_uuid(int device) {
 
 void check_stream(void* stream) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    check(cudaStreamIsCapturing(as_stream(stream), &capture), "cudaStreamIsCapturing on opts->cuda_stream");
+    const cudaError_t asked = cudaStreamIsCapturing(as_stream(stream), &capture);
+    // The legacy stream while another stream captures: an implicit capture dependency.
+    if (asked == cudaErrorStreamCaptureImplicit) capture = cudaStreamCaptureStatusActive;
+    else check(asked, "cudaStreamIsCapturing on opts->cuda_stream");
     if (capture != cudaStreamCaptureStatusNone)
         fail(DDP_ERR_UNSUPPORTED,
              "opts->cuda_stream is being captured into a CUDA graph; libddp does not support graph capture in "

@@ -7,6 +7,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+
 #include "device/cuda/cuda.hpp"
 #include "util/error.hpp"
 
@@ -42,27 +44,33 @@ __global__ void divide_kernel(typename Format::Stored* data, int64_t count, Comp
         data[i] = Format::from(Format::to(data[i]) / divisor);
 }
 
+// Launched through cudaLaunchKernel, whose status is this launch's own
+// (cudaGetLastError would also report, and clear, an earlier caller's error).
 template <typename Format, typename Compute>
-void launch(void* data, int64_t count, double divisor, void* stream) {
-    constexpr int threads = 256;
+cudaError_t launch(void* data, int64_t count, double divisor, void* stream) {
+    constexpr unsigned threads = 256;
     constexpr int64_t max_blocks = 4096;  // grid-stride beyond: any count fits
-    const int64_t blocks = std::min<int64_t>((count + threads - 1) / threads, max_blocks);
-    divide_kernel<Format, Compute><<<static_cast<unsigned>(blocks), threads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<typename Format::Stored*>(data), count, static_cast<Compute>(divisor));
+    const auto blocks = static_cast<unsigned>(std::min<int64_t>((count + threads - 1) / threads, max_blocks));
+    auto* typed = static_cast<typename Format::Stored*>(data);
+    auto typed_divisor = static_cast<Compute>(divisor);
+    void* arguments[] = {&typed, &count, &typed_divisor};
+    return cudaLaunchKernel(reinterpret_cast<const void*>(&divide_kernel<Format, Compute>), dim3(blocks),
+                            dim3(threads), arguments, 0, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace
 
 void divide_on_device(void* data, int64_t count, ddp_dtype dtype, double divisor, void* stream) {
     if (count == 0) return;
+    cudaError_t error = cudaSuccess;
     switch (dtype) {
-    case DDP_DTYPE_F16: launch<F16, float>(data, count, divisor, stream); break;
-    case DDP_DTYPE_BF16: launch<BF16, float>(data, count, divisor, stream); break;
-    case DDP_DTYPE_F32: launch<F32, float>(data, count, divisor, stream); break;
-    case DDP_DTYPE_F64: launch<F64, double>(data, count, divisor, stream); break;
+    case DDP_DTYPE_F16: error = launch<F16, float>(data, count, divisor, stream); break;
+    case DDP_DTYPE_BF16: error = launch<BF16, float>(data, count, divisor, stream); break;
+    case DDP_DTYPE_F32: error = launch<F32, float>(data, count, divisor, stream); break;
+    case DDP_DTYPE_F64: error = launch<F64, double>(data, count, divisor, stream); break;
     default: fail(DDP_ERR_INTERNAL, "divide_on_device called with an integer dtype");
     }
-    if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+    if (error != cudaSuccess)
         fail(DDP_ERR_BACKEND, std::string("launching the AVG division kernel failed (") + cudaGetErrorName(error) +
                                   ": " + cudaGetErrorString(error) + ")");
 }
