@@ -138,6 +138,19 @@ void bench_list(FILE* csv, const std::string& label, const GradientList& g, int 
     strategies.emplace_back("libddp", [&] {
         ddp_allreduce_tensor_list(world, b.list.data(), static_cast<int64_t>(b.list.size()), DDP_OP_SUM, nullptr);
     });
+    // libddp's own buckets at other sizes than the default, to choose the
+    // default per transport from measurements.
+    std::vector<ddp_collective_options> fusion_sizes;
+    for (int64_t kib : {256, 4096, 16384}) {
+        ddp_collective_options opts;
+        ddp_collective_options_init(&opts, sizeof opts);
+        opts.fusion_bytes = kib * 1024;
+        fusion_sizes.push_back(opts);
+    }
+    for (const ddp_collective_options& opts : fusion_sizes)
+        strategies.emplace_back("libddp, " + std::to_string(opts.fusion_bytes / 1024) + " KiB buckets", [&b, &opts] {
+            ddp_allreduce_tensor_list(world, b.list.data(), static_cast<int64_t>(b.list.size()), DDP_OP_SUM, &opts);
+        });
     strategies.emplace_back("(a) per tensor", [&] { per_tensor(b); });
     for (int mb : {1, 4, 25}) buckets.emplace_back(static_cast<size_t>(mb) * 1000 * 1000 / sizeof(float));
     for (auto& bucket : buckets)
