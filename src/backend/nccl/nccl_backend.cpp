@@ -123,49 +123,27 @@ public:
     }
 
     void allreduce(std::span<const ddp_tensor> tensors, ddp_op op, void* stream, Clock::time_point deadline) override {
-        const ncclComm_t comm = comm_->get();
-        const NcclLibrary& nccl = comm_->library();
-        comm_->group(
-            [&] {
-                for (const ddp_tensor& t : tensors)
-                    if (t.count > 0)
-                        comm_->check(nccl.all_reduce(t.data, t.data, static_cast<size_t>(t.count), nccl_type(t.dtype),
-                                                     nccl_op(op), comm, static_cast<cudaStream_t>(stream)),
-                                     "ncclAllReduce");
-            },
-            deadline, "ncclGroupEnd after ncclAllReduce");
+        group_of(tensors, deadline, "ncclAllReduce", [&](const ddp_tensor& t, const NcclLibrary& nccl, ncclComm_t comm) {
+            return nccl.all_reduce(t.data, t.data, static_cast<size_t>(t.count), nccl_type(t.dtype), nccl_op(op), comm,
+                                   static_cast<cudaStream_t>(stream));
+        });
         if (op == DDP_OP_AVG) divide_by_size(tensors, stream);
     }
 
     void reduce(std::span<const ddp_tensor> tensors, ddp_op op, int root, void* stream,
                 Clock::time_point deadline) override {
-        const ncclComm_t comm = comm_->get();
-        const NcclLibrary& nccl = comm_->library();
-        comm_->group(
-            [&] {
-                for (const ddp_tensor& t : tensors)
-                    if (t.count > 0)
-                        comm_->check(nccl.reduce(t.data, t.data, static_cast<size_t>(t.count), nccl_type(t.dtype),
-                                                 nccl_op(op), root, comm, static_cast<cudaStream_t>(stream)),
-                                     "ncclReduce");
-            },
-            deadline, "ncclGroupEnd after ncclReduce");
+        group_of(tensors, deadline, "ncclReduce", [&](const ddp_tensor& t, const NcclLibrary& nccl, ncclComm_t comm) {
+            return nccl.reduce(t.data, t.data, static_cast<size_t>(t.count), nccl_type(t.dtype), nccl_op(op), root,
+                               comm, static_cast<cudaStream_t>(stream));
+        });
         if (op == DDP_OP_AVG && rank() == root) divide_by_size(tensors, stream);
     }
 
     void broadcast(std::span<const ddp_tensor> tensors, int root, void* stream, Clock::time_point deadline) override {
-        const ncclComm_t comm = comm_->get();
-        const NcclLibrary& nccl = comm_->library();
-        comm_->group(
-            [&] {
-                for (const ddp_tensor& t : tensors)
-                    if (t.count > 0)
-                        comm_->check(nccl.broadcast(t.data, t.data,
-                                                    static_cast<size_t>(t.count) * element_size(dtype_of(t)),
-                                                    ncclUint8, root, comm, static_cast<cudaStream_t>(stream)),
-                                     "ncclBroadcast");
-            },
-            deadline, "ncclGroupEnd after ncclBroadcast");
+        group_of(tensors, deadline, "ncclBroadcast", [&](const ddp_tensor& t, const NcclLibrary& nccl, ncclComm_t comm) {
+            return nccl.broadcast(t.data, t.data, static_cast<size_t>(t.count) * element_size(dtype_of(t)), ncclUint8,
+                                  root, comm, static_cast<cudaStream_t>(stream));
+        });
     }
 
     std::shared_ptr<cuda::Event> watch(void* stream, Clock::time_point deadline, std::string what,
@@ -187,6 +165,18 @@ public:
     }
 
 private:
+    /// One NCCL group with `call` (named `what`) on every non-empty tensor.
+    template <typename Call>
+    void group_of(std::span<const ddp_tensor> tensors, Clock::time_point deadline, const char* what, Call call) {
+        const std::string group_end = std::string("ncclGroupEnd after ") + what;
+        comm_->group(
+            [&] {
+                for (const ddp_tensor& t : tensors)
+                    if (t.count > 0) comm_->check(call(t, comm_->library(), comm_->get()), what);
+            },
+            deadline, group_end.c_str());
+    }
+
     void divide_by_size(std::span<const ddp_tensor> tensors, void* stream) {
         for (const ddp_tensor& t : tensors)
             cuda::divide_on_device(t.data, t.count, dtype_of(t), static_cast<double>(size()), stream);
