@@ -597,7 +597,8 @@ DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t worl
  * waiting for this rank until their timeout; a call already waiting (on
  * another thread: a watchdog may call this) ends too. For a rank that hit
  * an error of its own (a NaN loss, an out-of-memory) and is about to stop.
- * Local; never blocks. ddp_finalize is still needed.
+ * Local; never waits for peers (with the nccl backend it aborts NCCL, which
+ * may take a moment). ddp_finalize is still needed.
  */
 DDP_API ddp_status ddp_comm_abort(ddp_comm* comm, const char* reason);
 

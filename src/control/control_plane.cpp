@@ -128,15 +128,13 @@ void ControlPlane::abort(const std::string& reason) {
     backend_.send_abort(AbortNotice{backend_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::aborted});
 }
 
-void ControlPlane::break_from_device(ddp_status failure, const std::string& message) {
+void ControlPlane::break_from_device(ddp_status failure, const std::string& message, bool on_caller_thread) {
     const PeerStatus mine = status();
     mark_broken("rank " + std::to_string(backend_.rank()) + ": " + message +
                     "; the communicator is unusable: finalize it and end the job",
                 failure);
     log_line(backend_.rank(), backend_.size(), DDP_LOG_ERROR, message);
-    // From the watchdog's thread, MPI may be called only at MPI_THREAD_MULTIPLE;
-    // below it the peers find out at their own timeout.
-    if (backend_.allows_concurrent_calls())
+    if (on_caller_thread || backend_.allows_concurrent_calls())
         backend_.send_abort(AbortNotice{backend_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::device_failed});
 }
 

@@ -69,10 +69,12 @@ public:
     bool broken() const { return broken_.load(std::memory_order_acquire); }
     /// Breaks the communicator on purpose and tells the peers (ddp_comm_abort).
     void abort(const std::string& reason);
-    /// Breaks the communicator because its GPU work failed or timed out (the
-    /// device plane's watchdog, from its own thread) and tells the peers;
-    /// later calls fail with `failure` and `message`.
-    void break_from_device(ddp_status failure, const std::string& message);
+    /// Breaks the communicator because its GPU work failed or timed out and
+    /// tells the peers; later calls fail with `failure` and `message`. From
+    /// the watchdog's own thread (`on_caller_thread` false) the peers are
+    /// told only at MPI_THREAD_MULTIPLE; below it they find out at their
+    /// own timeout.
+    void break_from_device(ddp_status failure, const std::string& message, bool on_caller_thread);
     /// Tells the peers that this rank takes part in no further collective.
     void announce_finalize();
 

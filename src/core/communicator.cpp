@@ -36,7 +36,7 @@ Communicator::Communicator(std::unique_ptr<Backend> backend, const Settings& set
     backend_->start_control([this] { return control_.status(); });
     if (DevicePlane* plane = backend_->device_plane())
         plane->on_failure([this](ddp_status status, const std::string& message) {
-            control_.break_from_device(status, message);
+            control_.break_from_device(status, message, false);  // the watchdog's thread
         });
 }
 

@@ -64,7 +64,7 @@ void run_device_data_phase(Communicator& comm, CallContext& context, const Colle
         enqueue(comm, context, call, plane, stream);
     } catch (const Error& error) {
         // NCCL may hold part of the call: this rank cannot go on, and its peers must not wait.
-        comm.control().break_from_device(error.status(), error.what());
+        comm.control().break_from_device(error.status(), error.what(), true);
         throw;
     }
     const std::shared_ptr<GpuRequest> request = call.gpu_request;

@@ -143,7 +143,7 @@ TEST_F(NcclSetup, TheWatchdogAbortsOnAnAsyncErrorAndFailsLaterWork) {
                           },
                           [&](ddp_status status, const std::string& message) {
                               comm.abort();
-                              control.break_from_device(status, message);
+                              control.break_from_device(status, message, false);
                               std::lock_guard lock(mutex);
                               failure = std::pair{status, message};
                               reported.notify_all();

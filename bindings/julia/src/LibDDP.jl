@@ -630,7 +630,8 @@ does: every later call on it returns DDP_ERR_TIMEOUT, here with `reason`
 waiting for this rank until their timeout; a call already waiting (on
 another thread: a watchdog may call this) ends too. For a rank that hit
 an error of its own (a NaN loss, an out-of-memory) and is about to stop.
-Local; never blocks. ddp_finalize is still needed.
+Local; never waits for peers (with the nccl backend it aborts NCCL, which
+may take a moment). ddp_finalize is still needed.
 """
 function ddp_comm_abort(comm, reason)
     @ccall libddp_path().ddp_comm_abort(comm::Ptr{ddp_comm}, reason::Ptr{Cchar})::ddp_status

@@ -62,7 +62,9 @@ public:
               device, [this] { return known_failure(); },
               [this](ddp_status status, const std::string& message) { watchdog_failed(status, message); })) {}
 
-    ~NcclBackend() override { watchdog_.reset(); }
+    ~NcclBackend() override {
+        if (watchdog_) watchdog_->stop();  // its thread may still be in a callback that uses this
+    }
 
     // Topology and host buffers: the host backend's.
     const char* name() const override { return "nccl"; }
@@ -110,6 +112,7 @@ public:
         const bool drained = peers_present && watchdog_->drain(deadline_after(timeout_s_));
         if (!drained)
             abort_nccl(DDP_ERR_NOT_INITIALIZED, "the communicator was finalized while this work was on the GPU");
+        watchdog_->stop();  // before the pointer goes: its thread may be in a callback that uses it
         watchdog_.reset();
         comm_.reset();  // destroys NCCL in bounded time, or it was aborted
         host_->finalize(peers_present);
@@ -169,12 +172,18 @@ private:
     template <typename Call>
     void group_of(std::span<const ddp_tensor> tensors, Clock::time_point deadline, const char* what, Call call) {
         const std::string group_end = std::string("ncclGroupEnd after ") + what;
-        comm_->group(
-            [&] {
-                for (const ddp_tensor& t : tensors)
-                    if (t.count > 0) comm_->check(call(t, comm_->library(), comm_->get()), what);
-            },
-            deadline, group_end.c_str());
+        try {
+            comm_->group(
+                [&] {
+                    for (const ddp_tensor& t : tensors)
+                        if (t.count > 0) comm_->check(call(t, comm_->library(), comm_->get()), what);
+                },
+                deadline, group_end.c_str());
+        } catch (const Error& error) {
+            // NCCL may hold part of the group: nothing on this communicator can finish now.
+            abort_nccl(error.status(), error.what());
+            throw;
+        }
     }
 
     void divide_by_size(std::span<const ddp_tensor> tensors, void* stream) {

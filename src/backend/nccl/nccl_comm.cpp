@@ -122,9 +122,7 @@ void NcclComm::group(const std::function<void()>& body, Clock::time_point deadli
         fail(DDP_ERR_TIMEOUT, std::string(what) + ": NCCL was aborted (by the watchdog or another thread) while "
                                                   "it took the operations");
     case Settled::timed_out:
-        abort();
-        fail(DDP_ERR_TIMEOUT, std::string(what) + ": NCCL did not accept the operations within the timeout; NCCL "
-                                                  "was aborted");
+        fail(DDP_ERR_TIMEOUT, std::string(what) + ": NCCL did not accept the operations within the timeout");
     }
     if (state != ncclSuccess) fail(DDP_ERR_BACKEND, std::string(what) + " failed: " + nccl_.describe(state, comm_));
 }

@@ -34,7 +34,8 @@ public:
     const NcclLibrary& library() const { return nccl_; }
 
     /// Enqueues `body`'s NCCL calls as one group and waits (until
-    /// `deadline`) for a non-blocking communicator to accept them.
+    /// `deadline`) for a non-blocking communicator to accept them. On a
+    /// failure the caller aborts NCCL (after failing the work it watches).
     void group(const std::function<void()>& body, Clock::time_point deadline, const char* what);
     /// Throws DDP_ERR_BACKEND naming `what` when an NCCL call failed.
     void check(ncclResult_t result, const char* what) const;

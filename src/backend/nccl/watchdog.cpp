@@ -18,17 +18,24 @@ Watchdog::Watchdog(int device, std::function<std::optional<Failure>()> poll_fail
                    std::function<void(ddp_status, const std::string&)> failed)
     : poll_failure_(std::move(poll_failure)), failed_(std::move(failed)), thread_([this, device] { loop(device); }) {}
 
-Watchdog::~Watchdog() {
+void Watchdog::stop() {
     {
         std::lock_guard lock(mutex_);
         stopping_ = true;
     }
     changed_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
     // Work still watched at the end (finalize gave up waiting for it) ends here.
-    for (Watched& item : watched_)
+    std::vector<Watched> left;
+    {
+        std::lock_guard lock(mutex_);
+        left.swap(watched_);
+    }
+    for (Watched& item : left)
         item.end(DDP_ERR_NOT_INITIALIZED, item.what + " was still running on the GPU when the communicator was finalized");
 }
+
+Watchdog::~Watchdog() { stop(); }
 
 void Watchdog::watch(std::shared_ptr<cuda::Event> event, Clock::time_point deadline, std::string what, WorkEnd end) {
     std::unique_lock lock(mutex_);
@@ -97,8 +104,10 @@ void Watchdog::loop(int device) {
     }
     for (;;) {
         std::vector<Watched> finished;
-        if (!failure) failure = check(finished);
+        // Known failures first: kernels that NCCL ended on an error end their
+        // events too, which must not read as finished work.
         if (!failure) failure = poll_failure_();
+        if (!failure) failure = check(finished);
         for (Watched& item : finished) item.end(DDP_OK, "");
         if (failure) {
             if (std::optional<std::vector<Watched>> taken = record_failure(*failure)) {

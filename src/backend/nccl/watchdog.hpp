@@ -35,6 +35,11 @@ public:
     /// watchdog's thread, with the first failure it finds itself.
     Watchdog(int device, std::function<std::optional<Failure>()> poll_failure,
              std::function<void(ddp_status, const std::string&)> failed);
+    /// Stops the thread (waits for a failure it is reporting to be
+    /// reported); work still watched then ends with DDP_ERR_NOT_INITIALIZED.
+    /// The owner calls it while everything the thread's callbacks use still
+    /// exists. Idempotent.
+    void stop();
     ~Watchdog();
     Watchdog(const Watchdog&) = delete;
     Watchdog& operator=(const Watchdog&) = delete;

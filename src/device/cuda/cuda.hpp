@@ -34,8 +34,9 @@ GpuAssignment assign_gpu(int local_rank);
 /// Makes `device` current on the calling thread (for libddp's own threads).
 void make_current(int device);
 
-/// Makes `device` current for a scope on the caller's thread and restores
-/// the caller's device after, so that a call leaves the thread as it was.
+/// Makes `device` current for a scope on the caller's thread and then puts
+/// back the CUDA context the thread had (or none), so that a call leaves
+/// the thread as it was and creates no context on another GPU.
 class DeviceScope {
 public:
     explicit DeviceScope(int device);
@@ -44,7 +45,8 @@ public:
     DeviceScope& operator=(const DeviceScope&) = delete;
 
 private:
-    int previous_ = -1;
+    void* previous_ = nullptr;  ///< the thread's CUcontext before (nullptr: none)
+    bool switched_ = false;
 };
 
 /// Whether `stream` is CUDA's per-thread default stream (cudaStreamPerThread,

@@ -1,6 +1,7 @@
 // The CUDA runtime behind cuda.hpp. libddp links the static runtime, which
 // loads the driver only when first called: the library loads, and its CPU
 // paths run, on machines with no driver and no GPU.
+#include <cuda.h>  // context types only: the driver is reached through the runtime
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
@@ -71,12 +72,50 @@ GpuAssignment assign_gpu(int local_rank) {
 
 void make_current(int device) { check(cudaSetDevice(device), "cudaSetDevice"); }
 
-DeviceScope::DeviceScope(int device) {
-    check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) make_current(device);
+namespace {
+
+// The driver's context calls, reached through the runtime (libddp links no
+// driver library): what the caller's thread had current is a context, or
+// none, which cudaGetDevice cannot tell (it answers 0 either way).
+struct ContextCalls {
+    CUresult (*get)(CUcontext*) = nullptr;
+    CUresult (*set)(CUcontext) = nullptr;
+};
+
+const ContextCalls& context_calls() {
+    static const ContextCalls calls = [] {
+        ContextCalls found;
+        void* function = nullptr;
+        cudaDriverEntryPointQueryResult result{};
+        if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &function, 12000, cudaEnableDefault, &result) ==
+                cudaSuccess && result == cudaDriverEntryPointSuccess)
+            found.get = reinterpret_cast<CUresult (*)(CUcontext*)>(function);
+        if (cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &function, 12000, cudaEnableDefault, &result) ==
+                cudaSuccess && result == cudaDriverEntryPointSuccess)
+            found.set = reinterpret_cast<CUresult (*)(CUcontext)>(function);
+        return found;
+    }();
+    return calls;
 }
 
-DeviceScope::~DeviceScope() { cudaSetDevice(previous_); }
+}  // namespace
+
+DeviceScope::DeviceScope(int device) {
+    const ContextCalls& calls = context_calls();
+    if (calls.get == nullptr || calls.set == nullptr)
+        fail(DDP_ERR_BACKEND, "the CUDA driver has no cuCtxGetCurrent/cuCtxSetCurrent");
+    CUcontext current = nullptr;
+    calls.get(&current);
+    previous_ = current;
+    int current_device = -1;
+    if (current != nullptr && cudaGetDevice(&current_device) == cudaSuccess && current_device == device) return;
+    make_current(device);
+    switched_ = true;
+}
+
+DeviceScope::~DeviceScope() {
+    if (switched_) context_calls().set(static_cast<CUcontext>(previous_));  // none, if the thread had none
+}
 
 std::array<uint64_t, 2> device_uuid(int device) {
     cudaDeviceProp properties{};
