@@ -96,7 +96,8 @@ public:
     /// Receives pending control messages on the calling thread (the
     /// fallback when no background thread may do it). Cheap; call it often.
     virtual void poll_control() = 0;
-    /// The first abort notice a peer sent, if any has arrived.
+    /// The first abort notice a peer sent, if any has arrived (a peer that
+    /// stopped outranks an earlier one that only finalized).
     virtual std::optional<AbortNotice> abort_notice() = 0;
     /// Tells every peer that this rank gave up; never blocks.
     virtual void send_abort(const AbortNotice& notice) = 0;

@@ -363,9 +363,15 @@ public:
         }
         check(MPI_Test(&abort_receive_, &done, MPI_STATUS_IGNORE), "MPI_Test");
         if (done) {
-            if (!notice_) {
-                notice_ = AbortNotice{static_cast<int>(abort_words_[0]), abort_words_[1], abort_words_[2],
+            const AbortNotice arrived{static_cast<int>(abort_words_[0]), abort_words_[1], abort_words_[2],
                                       static_cast<AbortNotice::Reason>(abort_words_[3])};
+            // The first notice stays, except that a peer that stopped (gave up,
+            // aborted, failed on its GPU) outranks one that merely finalized:
+            // the first may break calls the second still lets finish.
+            const bool outranks = notice_ && notice_->reason == AbortNotice::Reason::finalizing &&
+                                  arrived.reason != AbortNotice::Reason::finalizing;
+            if (!notice_ || outranks) {
+                notice_ = arrived;
                 has_notice_.store(true, std::memory_order_release);
             }
             check(MPI_Irecv(abort_words_.data(), 4, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_,
