@@ -12,21 +12,14 @@
 #define DDP_EXPERIMENTAL_API
 #endif
 #include "ddp/ddp.h"
+#include "self_world.hpp"
 
 namespace {
-
-bool mentions(const std::string& text) {
-    return std::string(ddp_last_error_message()).find(text) != std::string::npos;
-}
-std::string message() { return ddp_last_error_message(); }
 
 class DeviceBuffers : public ::testing::Test {
 protected:
     void SetUp() override {
-        ddp_init_options opts;
-        ASSERT_EQ(ddp_init_options_init(&opts, sizeof opts), DDP_OK);
-        opts.backend = DDP_BACKEND_SELF;
-        ASSERT_EQ(ddp_init(&opts, &world), DDP_OK) << message();
+        ASSERT_NE(world = start_self(), nullptr);
         ASSERT_EQ(ddp_device(world, &device), DDP_OK);
         if (device >= 0) GTEST_SKIP() << "this machine has a GPU (cuda:" << device << "): see scripts/gpu-tests";
     }
@@ -133,10 +126,7 @@ TEST(NcclBackend, SaysWhyItCannotStartHere) {
     EXPECT_EQ(status, DDP_ERR_UNSUPPORTED);
     EXPECT_TRUE(mentions("rank 0: the nccl backend needs a GPU on every rank: ")) << message();
     // After a failed start, the world can still start with another backend.
-    ddp_init_options opts;
-    ddp_init_options_init(&opts, sizeof opts);
-    opts.backend = DDP_BACKEND_SELF;
-    ASSERT_EQ(ddp_init(&opts, &world), DDP_OK) << message();
+    ASSERT_NE(world = start_self(), nullptr);
     EXPECT_EQ(ddp_finalize(world), DDP_OK);
 }
 

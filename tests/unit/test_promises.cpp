@@ -13,25 +13,13 @@
 #include <vector>
 
 #include "ddp/ddp.h"
+#include "self_world.hpp"
 
 namespace {
 
-std::string message() { return ddp_last_error_message(); }
-bool mentions(const std::string& text) { return message().find(text) != std::string::npos; }
-
-ddp_comm* start(double timeout_s = 0) {
-    ddp_init_options opts;
-    EXPECT_EQ(ddp_init_options_init(&opts, sizeof opts), DDP_OK);
-    opts.backend = DDP_BACKEND_SELF;
-    opts.timeout_s = timeout_s;
-    ddp_comm* world = nullptr;
-    EXPECT_EQ(ddp_init(&opts, &world), DDP_OK) << message();
-    return world;
-}
-
 // 1. A huge but finite timeout meant an instant DDP_ERR_TIMEOUT (the deadline overflowed).
 TEST(Promises, HugeTimeoutsWaitInsteadOfExpiring) {
-    ddp_comm* world = start(1e10);
+    ddp_comm* world = start_self(1e10);
     EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
     ddp_collective_options opts;
     ASSERT_EQ(ddp_collective_options_init(&opts, sizeof opts), DDP_OK);
@@ -40,7 +28,7 @@ TEST(Promises, HugeTimeoutsWaitInsteadOfExpiring) {
     EXPECT_EQ(ddp_finalize(world), DDP_OK);
 
     setenv("DDP_TIMEOUT_S", "1e12", 1);
-    world = start();
+    world = start_self();
     EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
     EXPECT_EQ(ddp_finalize(world), DDP_OK);
     unsetenv("DDP_TIMEOUT_S");
@@ -85,7 +73,7 @@ TEST(Promises, ShuffledShardsPastTheLimitSaySo) {
 
 // 7. Validation errors name the rank.
 TEST(Promises, ValidationErrorsNameTheRank) {
-    ddp_comm* world = start();
+    ddp_comm* world = start_self();
     float value = 1;
     ddp_tensor bad{&value, -1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
     EXPECT_EQ(ddp_allreduce_tensor_list(world, &bad, 1, DDP_OP_SUM, nullptr), DDP_ERR_INVALID_ARGUMENT);
@@ -95,7 +83,7 @@ TEST(Promises, ValidationErrorsNameTheRank) {
 
 // The reserved flags field is refused when set.
 TEST(Promises, ReservedFlagsMustBeZero) {
-    ddp_comm* world = start();
+    ddp_comm* world = start_self();
     float value = 1;
     ddp_tensor tensor{&value, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 4};
     EXPECT_EQ(ddp_broadcast_tensor_list(world, &tensor, 1, 0, nullptr), DDP_ERR_INVALID_ARGUMENT);
@@ -105,7 +93,7 @@ TEST(Promises, ReservedFlagsMustBeZero) {
 
 // 12. The same buffer twice, or overlapping tensors, in a call that writes.
 TEST(Promises, OverlappingWritableTensorsAreRefused) {
-    ddp_comm* world = start();
+    ddp_comm* world = start_self();
     std::vector<double> data(100, 1.0);
     const ddp_tensor whole{data.data(), 100, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0, 0};
     const ddp_tensor middle{data.data() + 40, 10, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0, 0};
@@ -127,7 +115,7 @@ TEST(Promises, OverlappingWritableTensorsAreRefused) {
 
 // 10. Two threads in blocking collectives on one communicator.
 TEST(Promises, ASecondThreadInACollectiveIsRefused) {
-    ddp_comm* world = start();
+    ddp_comm* world = start_self();
     std::vector<float> a(1 << 16, 1.0f), b(1 << 16, 2.0f);
     std::atomic<int> refused{0}, other_errors{0};
     // Calls on one rank are short, so the threads overlap only now and then:
@@ -162,7 +150,7 @@ TEST(Promises, OptionsInitWritesOnlyTheCallersSize) {
     EXPECT_EQ(guarded.opts.fusion_bytes, 0);
     const auto* tail = reinterpret_cast<const unsigned char*>(&guarded.opts) + first_layout;
     for (size_t i = first_layout; i < sizeof guarded; ++i, ++tail) EXPECT_EQ(*tail, 0xAB) << "byte " << i;
-    ddp_comm* world = start();
+    ddp_comm* world = start_self();
     float value = 2;
     ddp_tensor tensor{&value, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
     EXPECT_EQ(ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, &guarded.opts), DDP_OK) << message();
@@ -196,7 +184,7 @@ TEST(Promises, BadEnvironmentFailsInitNotALaterCollective) {
 
 // The experimental abort: every later call says who aborted and why.
 TEST(Promises, AbortBreaksTheCommunicatorWithItsReason) {
-    ddp_comm* world = start();
+    ddp_comm* world = start_self();
     ASSERT_EQ(ddp_comm_abort(world, "loss is NaN"), DDP_OK) << message();
     EXPECT_EQ(ddp_barrier(world, nullptr), DDP_ERR_TIMEOUT);
     EXPECT_TRUE(mentions("rank 0 aborted the communicator (loss is NaN)")) << message();

@@ -8,21 +8,13 @@
 #include <vector>
 
 #include "ddp/ddp.h"
+#include "self_world.hpp"
 
 namespace {
 
-std::string message() { return ddp_last_error_message(); }
-
-bool mentions(const std::string& text) { return message().find(text) != std::string::npos; }
-
 class SelfBackend : public testing::Test {
 protected:
-    void SetUp() override {
-        ddp_init_options opts;
-        ASSERT_EQ(ddp_init_options_init(&opts, sizeof opts), DDP_OK);
-        opts.backend = DDP_BACKEND_SELF;
-        ASSERT_EQ(ddp_init(&opts, &world), DDP_OK) << message();
-    }
+    void SetUp() override { ASSERT_NE(world = start_self(), nullptr); }
     void TearDown() override { EXPECT_EQ(ddp_finalize(world), DDP_OK); }
 
     ddp_comm* world = nullptr;
