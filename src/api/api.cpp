@@ -227,6 +227,13 @@ std::unique_ptr<ddp_request> start_in_background(Communicator& comm, CollectiveC
     return std::make_unique<ddp_request>(ddp_request{std::move(state), nullptr});
 }
 
+/// Waits for the request and throws its error, if it failed.
+void throw_if_failed(RequestState& state) {
+    std::string message;
+    const ddp_status status = state.wait(message);
+    if (status != DDP_OK) fail(status, message);
+}
+
 template <typename T>
 void set_output(T* out, T value, const char* name) {
     require_not_null(out, name) = value;
@@ -407,9 +414,7 @@ DDP_API ddp_status ddp_allreduce_tensor_list_async(ddp_comm* comm, const ddp_ten
 
 DDP_API ddp_status ddp_request_wait(ddp_request* request) {
     return guarded([&] {
-        std::string message;
-        const ddp_status status = require_not_null(request, "request").state->wait(message);
-        if (status != DDP_OK) fail(status, message);
+        throw_if_failed(*require_not_null(request, "request").state);
     });
 }
 
@@ -418,11 +423,7 @@ DDP_API ddp_status ddp_request_test(ddp_request* request, int32_t* done) {
         require_not_null(request, "request");
         require_not_null(done, "done");
         *done = request->state->done() ? 1 : 0;
-        if (*done) {
-            std::string message;
-            const ddp_status status = request->state->wait(message);
-            if (status != DDP_OK) fail(status, message);
-        }
+        if (*done) throw_if_failed(*request->state);
     });
 }
 
@@ -430,17 +431,11 @@ DDP_API ddp_status ddp_request_stream_wait(ddp_request* request, void* cuda_stre
     return guarded([&] {
         require_not_null(request, "request");
         if (!request->event) {  // not on the GPU (or not yet enqueued there): the host waits
-            std::string message;
-            const ddp_status status = request->state->wait(message);
-            if (status != DDP_OK) fail(status, message);
+            throw_if_failed(*request->state);
             return;
         }
         request->event->make_wait(cuda_stream);
-        if (request->state->done()) {
-            std::string message;
-            const ddp_status status = request->state->wait(message);
-            if (status != DDP_OK) fail(status, message);
-        }
+        if (request->state->done()) throw_if_failed(*request->state);
     });
 }
 

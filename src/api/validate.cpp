@@ -137,7 +137,7 @@ void check_no_overlap(std::span<const ddp_tensor> tensors, const char* what) {
         const ddp_tensor& tensor = tensors[i];
         if (tensor.count == 0) continue;
         const auto begin = reinterpret_cast<uintptr_t>(tensor.data);
-        const Extent extent{begin, begin + static_cast<uintptr_t>(tensor.count) * element_size(dtype_of(tensor)), i};
+        const Extent extent{begin, begin + byte_size(tensor), i};
         if (!extents.empty() && extent.begin < extents.back().end) ordered = false;
         extents.push_back(extent);
     }

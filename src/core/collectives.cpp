@@ -15,10 +15,6 @@ namespace ddp {
 
 namespace {
 
-size_t byte_size(const ddp_tensor& tensor) {
-    return static_cast<size_t>(tensor.count) * element_size(dtype_of(tensor));
-}
-
 // Copies the members of a fused step into the bucket, back to back.
 void pack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors, std::byte* bucket) {
     for (int64_t index : plan.members_of(step)) {
@@ -181,11 +177,7 @@ void move_data(Communicator& comm, CallContext& context, const CollectiveCall& c
     case CollectiveKind::broadcast: broadcast_planned(comm, context, plan, call.tensors, call.root); return;
     case CollectiveKind::sync_optimizer_state:
         broadcast_planned(comm, context, plan, call.tensors, call.root);
-        if (!call.scalars.empty())
-            comm.control().wait(context,
-                                backend.start_broadcast(call.scalars.data(),
-                                                        static_cast<int64_t>(call.scalars.size_bytes()), call.root),
-                                WaitStyle::for_data);
+        broadcast_scalars(comm, context, call);
         return;
     case CollectiveKind::check_replicas: return;  // compared without a plan, above
     case CollectiveKind::barrier: return;         // agreement needs every rank: it is the barrier
@@ -230,6 +222,14 @@ void run_host_data_phase(Communicator& comm, CallContext& context, const Collect
     if (call.kind == CollectiveKind::check_replicas) return compare_replicas(comm, context, call);
     const FusionPlan& plan = comm.plans().plan(words, call.tensors, policy_for_bucket_bytes(call.fusion_bytes));
     move_data(comm, context, call, plan);
+}
+
+void broadcast_scalars(Communicator& comm, CallContext& context, const CollectiveCall& call) {
+    if (call.scalars.empty()) return;
+    comm.control().wait(context,
+                        comm.backend().start_broadcast(call.scalars.data(),
+                                                       static_cast<int64_t>(call.scalars.size_bytes()), call.root),
+                        WaitStyle::for_data);
 }
 
 void announce_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s) {

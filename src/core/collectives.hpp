@@ -56,6 +56,10 @@ void run_collective(Communicator& comm, const CollectiveCall& call);
 void run_host_data_phase(Communicator& comm, CallContext& context, const CollectiveCall& call,
                          std::span<const uint64_t> words);
 
+/// sync_optimizer_state's scalars (host doubles) from root to every rank,
+/// over the host channel, whatever carries the leaves.
+void broadcast_scalars(Communicator& comm, CallContext& context, const CollectiveCall& call);
+
 /// Takes part in agreement for a call of `kind` whose arguments failed
 /// validation on this rank, so that its peers fail at once instead of waiting.
 void announce_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s);

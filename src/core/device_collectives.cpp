@@ -32,12 +32,7 @@ void enqueue(Communicator& comm, CallContext& context, const CollectiveCall& cal
     case CollectiveKind::broadcast: plane.broadcast(call.tensors, call.root, stream, context.deadline); break;
     case CollectiveKind::sync_optimizer_state:
         plane.broadcast(call.tensors, call.root, stream, context.deadline);
-        if (!call.scalars.empty())  // host doubles: over the host channel
-            comm.control().wait(context,
-                                comm.backend().start_broadcast(call.scalars.data(),
-                                                               static_cast<int64_t>(call.scalars.size_bytes()),
-                                                               call.root),
-                                WaitStyle::for_data);
+        broadcast_scalars(comm, context, call);
         break;
     default: break;
     }

@@ -1,7 +1,8 @@
 // Device buffers over a host data plane (mpi, and nccl's float MIN/MAX):
-// copied back to back into one pinned host buffer on the caller's stream,
-// reduced there as host tensors (which then lie contiguously, so fusion
-// reduces them in place with no packing), and copied back. MPI is never
+// copied into one pinned host buffer on the caller's stream (each aligned
+// to its element size, so tensors of one dtype lie back to back and fusion
+// reduces them in place with no packing), reduced there as host tensors,
+// and copied back. MPI is never
 // handed device memory (open-mpi/ompi#9845), CUDA-aware or not.
 #include <vector>
 
@@ -28,10 +29,6 @@ Crossing crossing_of(const CollectiveCall& call, int rank) {
     case CollectiveKind::sync_optimizer_state: return {root, !root};
     default: return {true, false};  // check_replicas reads only
     }
-}
-
-size_t byte_size(const ddp_tensor& tensor) {
-    return static_cast<size_t>(tensor.count) * element_size(dtype_of(tensor));
 }
 
 // Each staged tensor starts at a multiple of its element size, as MPI's

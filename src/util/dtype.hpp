@@ -13,6 +13,10 @@ bool is_valid_dtype(int value);
 inline ddp_dtype dtype_of(const ddp_tensor& tensor) { return static_cast<ddp_dtype>(tensor.dtype); }
 bool is_floating(ddp_dtype dtype);
 size_t element_size(ddp_dtype dtype);
+/// A validated tensor's size in bytes.
+inline size_t byte_size(const ddp_tensor& tensor) {
+    return static_cast<size_t>(tensor.count) * element_size(dtype_of(tensor));
+}
 /// "f32", "bf16", ...; "dtype 0x123" for values outside the enum.
 std::string dtype_name(int value);
 

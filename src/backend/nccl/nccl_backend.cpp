@@ -144,7 +144,7 @@ public:
 
     void broadcast(std::span<const ddp_tensor> tensors, int root, void* stream, Clock::time_point deadline) override {
         group_of(tensors, deadline, "ncclBroadcast", [&](const ddp_tensor& t, const NcclLibrary& nccl, ncclComm_t comm) {
-            return nccl.broadcast(t.data, t.data, static_cast<size_t>(t.count) * element_size(dtype_of(t)), ncclUint8,
+            return nccl.broadcast(t.data, t.data, byte_size(t), ncclUint8,
                                   root, comm, static_cast<cudaStream_t>(stream));
         });
     }
