@@ -306,32 +306,25 @@ DDP_API ddp_status ddp_init(const ddp_init_options* opts_in, ddp_comm** world) {
             settings.backend = fallback_backend(opts);
         }
         std::unique_ptr<Backend> backend = make_backend(settings.backend, opts.mpi_comm_fortran);
-        const std::vector<int> failed = ranks_that_failed(*backend, invalid.has_value(), settings.timeout_s);
-        if (!failed.empty()) {
+        cuda::GpuAssignment gpu;
+        try {
+            fail_together(*backend, invalid, settings.timeout_s, DDP_ERR_MISMATCH,
+                          "could not start libddp (their ddp_init returned DDP_ERR_INVALID_ARGUMENT naming the "
+                          "option or environment variable), so no rank starts");
+            set_log_threshold(settings.log_threshold);
+            gpu = cuda::assign_gpu(backend->local_rank());
+            if (settings.backend == DDP_BACKEND_NCCL) backend = make_nccl_backend(backend, gpu, settings.timeout_s);
+        } catch (const Error&) {
             backend->finalize(all_reach(*backend, failed_start_wait_s));
-            if (invalid) throw Error(invalid->status(), "rank " + std::to_string(backend->rank()) + ": " + invalid->what());
-            fail(DDP_ERR_MISMATCH, "rank(s) " + rank_list(failed) +
-                                       " could not start libddp (their ddp_init returned DDP_ERR_INVALID_ARGUMENT "
-                                       "naming the option or environment variable), so no rank starts");
+            throw;
         }
-        set_log_threshold(settings.log_threshold);
-        cuda::GpuAssignment gpu = cuda::assign_gpu(backend->local_rank());
-        if (settings.backend == DDP_BACKEND_NCCL) {
-            try {
-                backend = make_nccl_backend(backend, gpu, settings.timeout_s);
-            } catch (const Error&) {
-                backend->finalize(all_reach(*backend, failed_start_wait_s));
-                throw;
-            }
-        }
-        const int device = gpu.device;
         auto handle = std::make_unique<ddp_comm>();
         handle->live = std::make_unique<Communicator>(std::move(backend), settings, std::move(gpu));
         const Backend& started = handle->live->backend();
         log_line(started.rank(), started.size(), DDP_LOG_DEBUG,
                  std::string("initialized backend ") + started.name() + ", local rank " +
                      std::to_string(started.local_rank()) + " of " + std::to_string(started.local_size()) +
-                     ", device " + std::to_string(device));
+                     ", device " + std::to_string(handle->live->device()));
         world_live = true;
         *world = handle.get();
         handles().push_back(std::move(handle));

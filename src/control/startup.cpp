@@ -1,10 +1,16 @@
 #include "control/startup.hpp"
 
+#include <vector>
+
 #include "control/control_plane.hpp"
 #include "util/error.hpp"
 
 namespace ddp {
 
+namespace {
+
+// The ranks whose local step failed (this one included when
+// `this_rank_failed`), after one exchange held to `timeout_s`.
 std::vector<int> ranks_that_failed(Backend& backend, bool this_rank_failed, double timeout_s) {
     ControlPlane control(backend, timeout_s, timeout_s);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
@@ -17,6 +23,22 @@ std::vector<int> ranks_that_failed(Backend& backend, bool this_rank_failed, doub
     return failed;
 }
 
+// "0, 2, 3"
+std::string rank_list(const std::vector<int>& ranks) {
+    std::string text;
+    for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
+    return text;
+}
+
+}  // namespace
+
+void fail_together(Backend& backend, const std::optional<Error>& mine, double timeout_s, ddp_status others_status,
+                   const std::string& others_failed) {
+    const std::vector<int> failed = ranks_that_failed(backend, mine.has_value(), timeout_s);
+    if (mine) throw Error(mine->status(), "rank " + std::to_string(backend.rank()) + ": " + mine->what());
+    if (!failed.empty()) fail(others_status, "rank(s) " + rank_list(failed) + " " + others_failed);
+}
+
 bool all_reach(Backend& backend, double seconds) {
     ControlPlane control(backend, seconds, seconds);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
@@ -26,12 +48,6 @@ bool all_reach(Backend& backend, double seconds) {
     } catch (const Error&) {
         return false;
     }
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-    std::string text;
-    for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
-    return text;
 }
 
 }  // namespace ddp

@@ -5,21 +5,22 @@
 // before a failed start releases the backend.
 #pragma once
 
+#include <optional>
 #include <string>
-#include <vector>
 
 #include "backend/backend.hpp"
+#include "util/error.hpp"
 
 namespace ddp {
 
-/// The ranks whose local step failed (this one included when
-/// `this_rank_failed`), after one exchange held to `timeout_s`.
-std::vector<int> ranks_that_failed(Backend& backend, bool this_rank_failed, double timeout_s);
+/// Exchanges whether each rank's local step failed (`mine`: this rank's
+/// error) and, when any did, throws on every rank: this rank's own error,
+/// prefixed with its rank, or `others_status` with "rank(s) 1, 3 " and
+/// `others_failed`.
+void fail_together(Backend& backend, const std::optional<Error>& mine, double timeout_s, ddp_status others_status,
+                   const std::string& others_failed);
 
 /// Whether every rank reaches this point within `seconds`.
 bool all_reach(Backend& backend, double seconds);
-
-/// "0, 2, 3"
-std::string rank_list(const std::vector<int>& ranks);
 
 }  // namespace ddp

@@ -280,14 +280,9 @@ void check_gpus_distinct(Backend& host, const GpuIdentity& mine, double timeout_
 
 std::unique_ptr<Backend> make_nccl_backend(std::unique_ptr<Backend>& host, const cuda::GpuAssignment& gpu,
                                            double timeout_s) {
-    const std::string me = "rank " + std::to_string(host->rank()) + ": ";
     GpuIdentity identity;
-    const std::optional<Error> problem = local_problem(gpu, identity);
-    const std::vector<int> failed = ranks_that_failed(*host, problem.has_value(), timeout_s);
-    if (problem) throw Error(problem->status(), me + problem->what());
-    if (!failed.empty())
-        fail(DDP_ERR_UNSUPPORTED, "rank(s) " + rank_list(failed) +
-                                      " cannot run the nccl backend (their ddp_init says why), so no rank starts it");
+    fail_together(*host, local_problem(gpu, identity), timeout_s, DDP_ERR_UNSUPPORTED,
+                  "cannot run the nccl backend (their ddp_init says why), so no rank starts it");
     const NcclLibrary& nccl = nccl_library();
     check_gpus_distinct(*host, identity, timeout_s);
 
@@ -302,12 +297,12 @@ std::unique_ptr<Backend> make_nccl_backend(std::unique_ptr<Backend>& host, const
             setup_error = error;
         }
     }
-    const std::vector<int> failed_setup = ranks_that_failed(*host, setup_error.has_value(), timeout_s);
-    if (setup_error) throw Error(setup_error->status(), me + setup_error->what());
-    if (!failed_setup.empty()) {
-        comm->abort();
-        fail(DDP_ERR_BACKEND, "rank(s) " + rank_list(failed_setup) +
-                                  " could not set up NCCL (their ddp_init says why), so no rank starts it");
+    try {
+        fail_together(*host, setup_error, timeout_s, DDP_ERR_BACKEND,
+                      "could not set up NCCL (their ddp_init says why), so no rank starts it");
+    } catch (const Error&) {
+        if (comm) comm->abort();  // this rank's setup succeeded, a peer's did not
+        throw;
     }
     return std::make_unique<NcclBackend>(std::move(host), gpu.device, std::move(comm), timeout_s);
 }
