@@ -52,6 +52,10 @@ struct AbortNotice {
     Reason reason = Reason::gave_up;
 };
 
+/// The most data bytes start_max_u64_carrying takes: a latency-bound
+/// message on every transport (shared memory's eager limit is 4 KiB).
+constexpr int64_t max_carried_bytes = 2048;
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -81,6 +85,13 @@ public:
     /// `values` when the Pending finishes. The backend works on its own copy,
     /// so `values` may go away if the Pending is abandoned.
     virtual std::unique_ptr<Pending> start_max_u64(std::span<uint64_t> values) = 0;
+    /// start_max_u64 that also allreduces `carried` (in place, element-wise
+    /// `op`, at most max_carried_bytes) in the same messages, so that a small
+    /// allreduce costs agreement's round trip and no other. The data is
+    /// written back when the Pending finishes and means something only if
+    /// the words show that every rank passed equal words.
+    virtual std::unique_ptr<Pending> start_max_u64_carrying(std::span<uint64_t> values, void* carried, int64_t count,
+                                                            ddp_dtype dtype, ddp_op op) = 0;
     /// Every rank's `words` (any length), indexed by rank, into `by_rank`
     /// when the Pending finishes. `by_rank` must outlive the Pending.
     virtual std::unique_ptr<Pending> start_allgather_u64(std::span<const uint64_t> words,

@@ -60,9 +60,14 @@ std::string explain(std::span<const uint64_t> a, int rank_a, std::span<const uin
 }
 
 // Whether every rank's hash equals this rank's.
-bool hashes_agree(Backend& backend, ControlPlane& control, CallContext& context, uint64_t hash) {
+bool hashes_agree(Backend& backend, ControlPlane& control, CallContext& context, uint64_t hash,
+                  const CarriedAllreduce* carried = nullptr) {
     uint64_t extremes[2] = {hash, ~hash};  // max(hash) and ~min(hash) in one reduction
-    control.wait(context, backend.start_max_u64(extremes), WaitStyle::for_peers);
+    control.wait(context,
+                 carried ? backend.start_max_u64_carrying(extremes, carried->data, carried->count, carried->dtype,
+                                                          carried->op)
+                         : backend.start_max_u64(extremes),
+                 WaitStyle::for_peers);
     return extremes[0] == ~extremes[1];
 }
 
@@ -98,8 +103,10 @@ std::vector<uint64_t> encode(const CallDescription& call) {
     return words;
 }
 
-void agree(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words) {
-    agree_on_words(backend, control, context, words, explain);
+void agree(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
+           const CarriedAllreduce* carried) {
+    if (!hashes_agree(backend, control, context, hash_words(words), carried))
+        throw mismatch(backend, control, context, words, explain);
 }
 
 void agree_on_words(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,

@@ -2,7 +2,7 @@
 // same call: same kind, op, root, fusion size and tensor list (each
 // tensor's dtype, count and device type). Each rank hashes its call's
 // description; one 16-byte MAX-allreduce of (hash, ~hash) tells every rank
-// whether all hashes were equal. Only when they were not do the ranks
+// whether all hashes were equal (a small allreduce may ride along). Only when they were not do the ranks
 // exchange the descriptions, to name the ranks and the first differing
 // tensor in the same message on every rank.
 #pragma once
@@ -32,9 +32,21 @@ struct CallDescription {
 /// The description as words: equal words mean an equal call.
 std::vector<uint64_t> encode(const CallDescription& call);
 
-/// Agrees on the encoded call `words` (from encode). Throws
-/// DDP_ERR_MISMATCH when ranks differ, DDP_ERR_TIMEOUT past the deadline.
-void agree(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words);
+/// A small allreduce (at most max_carried_bytes) that travels in
+/// agreement's own messages: in place on `data`, which holds the result
+/// once agree() returns.
+struct CarriedAllreduce {
+    void* data = nullptr;
+    int64_t count = 0;
+    ddp_dtype dtype = DDP_DTYPE_U8;
+    ddp_op op = DDP_OP_SUM;  ///< as the backend takes it (no AVG)
+};
+
+/// Agrees on the encoded call `words` (from encode), carrying `carried`
+/// when given. Throws DDP_ERR_MISMATCH when ranks differ, DDP_ERR_TIMEOUT
+/// past the deadline.
+void agree(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
+           const CarriedAllreduce* carried = nullptr);
 
 /// One sentence saying how rank a's words differ from rank b's.
 using ExplainDifference =

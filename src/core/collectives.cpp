@@ -15,26 +15,48 @@ namespace ddp {
 
 namespace {
 
-// Copies the members of a fused step into the bucket, back to back.
-void pack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors, std::byte* bucket) {
-    for (int64_t index : plan.members_of(step)) {
-        const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
-        std::memcpy(bucket, tensor.data, byte_size(tensor));
-        bucket += byte_size(tensor);
-    }
+// Copies `tensor` into the bucket at `bucket`; returns the end of its bytes.
+std::byte* pack_one(const ddp_tensor& tensor, std::byte* bucket) {
+    std::memcpy(bucket, tensor.data, byte_size(tensor));
+    return bucket + byte_size(tensor);
 }
 
-// Copies the bucket back into the members, dividing by `divisor` for AVG.
+// Copies the tensor's bytes back from the bucket, dividing by `divisor` for
+// AVG; returns the end of its bytes in the bucket.
+const std::byte* unpack_one(const ddp_tensor& tensor, const std::byte* bucket, double divisor) {
+    if (divisor != 1.0)
+        divide_copy(tensor.data, bucket, tensor.count, dtype_of(tensor), divisor);
+    else
+        std::memcpy(tensor.data, bucket, byte_size(tensor));
+    return bucket + byte_size(tensor);
+}
+
+// Copies the members of a fused step into the bucket, back to back.
+void pack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors, std::byte* bucket) {
+    for (int64_t index : plan.members_of(step)) bucket = pack_one(tensors[static_cast<size_t>(index)], bucket);
+}
+
+// Copies the bucket back into the members.
 void unpack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors,
             const std::byte* bucket, double divisor) {
-    for (int64_t index : plan.members_of(step)) {
-        const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
-        if (divisor != 1.0)
-            divide_copy(tensor.data, bucket, tensor.count, dtype_of(tensor), divisor);
-        else
-            std::memcpy(tensor.data, bucket, byte_size(tensor));
-        bucket += byte_size(tensor);
+    for (int64_t index : plan.members_of(step))
+        bucket = unpack_one(tensors[static_cast<size_t>(index)], bucket, divisor);
+}
+
+// The bytes of a host allreduce small enough to travel inside agreement's
+// messages (one dtype, 1 to max_carried_bytes bytes, more than one rank),
+// or 0 when it takes the plan. Ranks that decide differently passed
+// different lists, which agreement reports.
+int64_t carried_bytes(Communicator& comm, const CollectiveCall& call) {
+    if (call.kind != CollectiveKind::allreduce || call.on_device || comm.backend().size() == 1 ||
+        call.tensors.empty())
+        return 0;
+    int64_t bytes = 0;
+    for (const ddp_tensor& tensor : call.tensors) {
+        if (tensor.dtype != call.tensors[0].dtype) return 0;
+        bytes += byte_size(tensor);
     }
+    return bytes <= max_carried_bytes ? bytes : 0;
 }
 
 // Whether this rank's members of a fused step already lie back to back in
@@ -186,6 +208,21 @@ void move_data(Communicator& comm, CallContext& context, const CollectiveCall& c
     }
 }
 
+// A small allreduce: packed, reduced inside agreement (one round of
+// messages instead of two), unpacked only once every rank agreed.
+void allreduce_in_agreement(Communicator& comm, CallContext& context, const CollectiveCall& call,
+                            std::span<const uint64_t> words, int64_t bytes) {
+    std::byte* bucket = comm.fusion_buffer(static_cast<size_t>(bytes)).data();
+    std::byte* end = bucket;
+    for (const ddp_tensor& tensor : call.tensors) end = pack_one(tensor, end);
+    const ddp_dtype dtype = dtype_of(call.tensors[0]);
+    const CarriedAllreduce carried{bucket, bytes / static_cast<int64_t>(element_size(dtype)), dtype,
+                                   backend_op(call.op)};
+    agree(comm.backend(), comm.control(), context, words, &carried);
+    const std::byte* next = bucket;
+    for (const ddp_tensor& tensor : call.tensors) next = unpack_one(tensor, next, avg_divisor(comm, call.op));
+}
+
 }  // namespace
 
 void run_collective(Communicator& comm, const CollectiveCall& call) {
@@ -194,6 +231,7 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
     CallScope scope(control);
     const std::vector<uint64_t> words = encode(CallDescription{call.kind, call.op, call.root, call.fusion_bytes,
                                                                static_cast<int64_t>(call.scalars.size()), call.tensors});
+    if (const int64_t bytes = carried_bytes(comm, call)) return allreduce_in_agreement(comm, context, call, words, bytes);
     agree(comm.backend(), control, context, words);
     if (comm.backend().size() == 1) {  // one rank: every result is the input
         if (call.identical != nullptr) *call.identical = true;

@@ -179,6 +179,31 @@ TEST(Allreduce, EveryDtypeAndOpAgainstASerialReference) {
     }
 }
 
+// Small lists travel inside agreement (up to 2 KiB: 512 f32 is the edge,
+// 513 is past it) and small buffers go by recursive doubling (up to 16 KiB):
+// every dtype and op, on any number of ranks, with the same bits on every rank.
+TEST(Allreduce, SmallListsEveryDtypeAndOpBitwiseEqualOnEveryRank) {
+    const std::vector<std::vector<int64_t>> shapes = {{1}, {3, 1, 17}, {512}, {513}, {4000}};
+    for (ddp_dtype dtype : all_dtypes) {
+        for (ddp_op op : all_ops) {
+            if (op == DDP_OP_AVG && !floating(dtype)) continue;
+            for (const std::vector<int64_t>& counts : shapes) {
+                SCOPED_TRACE(testing::Message() << "dtype 0x" << std::hex << dtype << std::dec << " op " << op
+                                                << " first count " << counts[0]);
+                TensorList list(dtype, counts);
+                list.fill(rank);
+                ASSERT_EQ(ddp_allreduce_tensor_list(world, list.tensors.data(), list.n(), op, nullptr), DDP_OK)
+                    << message();
+                expect_reduced(list, op, "small allreduce");
+                int32_t identical = -1;
+                ASSERT_EQ(ddp_check_replicas(world, list.tensors.data(), list.n(), nullptr, &identical), DDP_OK)
+                    << message();
+                EXPECT_EQ(identical, 1) << message();
+            }
+        }
+    }
+}
+
 TEST(Allreduce, AvgOnIntegersIsRejectedOnEveryRank) {
     TensorList list(DDP_DTYPE_I32, {4});
     EXPECT_EQ(ddp_allreduce_tensor_list(world, list.tensors.data(), 1, DDP_OP_AVG, nullptr),

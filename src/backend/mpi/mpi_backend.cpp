@@ -18,6 +18,8 @@
 #include <thread>
 
 #include "backend/backend.hpp"
+#include "backend/mpi/mpi_check.hpp"
+#include "backend/mpi/recursive_doubling.hpp"
 #include "device/cpu/elementwise.hpp"
 #include "util/dtype.hpp"
 #include "util/error.hpp"
@@ -25,14 +27,6 @@
 namespace ddp {
 
 namespace {
-
-void check(int code, const char* call) {
-    if (code == MPI_SUCCESS) return;
-    char text[MPI_MAX_ERROR_STRING];
-    int length = 0;
-    MPI_Error_string(code, text, &length);
-    fail(DDP_ERR_BACKEND, std::string(call) + " failed: " + std::string(text, length));
-}
 
 // MPI has no 16-bit float types, and its MIN/MAX on floats return whichever
 // operand the comparison picks when one is NaN. Those reductions use
@@ -132,6 +126,10 @@ MPI_Op mpi_builtin_op(ddp_op op) {
     }
 }
 
+// Allreduces up to this many bytes go by recursive doubling (point to point):
+// latency-bound sizes, where MPI_Iallreduce is slowest (recursive_doubling.hpp).
+constexpr int64_t small_allreduce_bytes = 16384;
+
 // MPI counts are int: longer buffers go in pieces of at most this many elements.
 constexpr int64_t max_chunk = INT_MAX / 2;
 
@@ -161,27 +159,6 @@ std::unique_ptr<Pending> in_chunks(void* data, int64_t count, size_t element_byt
     }
     return requests;
 }
-
-/// A MAX-allreduce of 64-bit words on a private copy, written back on success.
-class MaxWords final : public Pending {
-public:
-    MaxWords(std::span<uint64_t> target, MPI_Comm comm) : target_(target), words_(target.begin(), target.end()) {
-        check(MPI_Iallreduce(MPI_IN_PLACE, words_.data(), static_cast<int>(words_.size()), MPI_UINT64_T, MPI_MAX,
-                             comm, &request_),
-              "MPI_Iallreduce");
-    }
-    bool test() override {
-        int done = 0;
-        check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
-        if (done) std::copy(words_.begin(), words_.end(), target_.begin());
-        return done != 0;
-    }
-
-private:
-    std::span<uint64_t> target_;
-    std::vector<uint64_t> words_;
-    MPI_Request request_ = MPI_REQUEST_NULL;
-};
 
 /// Every rank's words: first the lengths, then the words themselves.
 class GatherWords final : public Pending {
@@ -289,6 +266,16 @@ public:
     std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) override {
         MPI_Datatype type = mpi_type(dtype);
         MPI_Op mpi_op = op_for(dtype, op);
+        const auto bytes = count * static_cast<int64_t>(element_size(dtype));
+        if (bytes <= small_allreduce_bytes) {
+            const std::span<std::byte> target(static_cast<std::byte*>(data), static_cast<size_t>(bytes));
+            return std::make_unique<RecursiveDoubling>(
+                comm_, rank_, size_, next_tag(), std::span<const uint64_t>(), target,
+                MessageData{static_cast<int>(count), type, mpi_op}, target.size(),
+                [target](std::span<const uint64_t>, std::span<const std::byte> result) {
+                    std::copy(result.begin(), result.end(), target.begin());
+                });
+        }
         return in_chunks(data, count, element_size(dtype), [&](void* piece, int n, MPI_Request* request) {
             check(MPI_Iallreduce(MPI_IN_PLACE, piece, n, type, mpi_op, comm_, request), "MPI_Iallreduce");
         });
@@ -312,7 +299,23 @@ public:
     }
 
     std::unique_ptr<Pending> start_max_u64(std::span<uint64_t> values) override {
-        return std::make_unique<MaxWords>(values, comm_);
+        return start_max_u64_carrying(values, nullptr, 0, DDP_DTYPE_U8, DDP_OP_MAX);
+    }
+
+    std::unique_ptr<Pending> start_max_u64_carrying(std::span<uint64_t> values, void* carried, int64_t count,
+                                                    ddp_dtype dtype, ddp_op op) override {
+        const std::span<std::byte> data(static_cast<std::byte*>(carried),
+                                        static_cast<size_t>(count) * element_size(dtype));
+        // Agreement's messages all have room for the most a peer may carry:
+        // a peer in another call sends words of its own, and must be read.
+        const size_t capacity = std::max(values.size_bytes(), 2 * sizeof(uint64_t) + max_carried_bytes);
+        return std::make_unique<RecursiveDoubling>(
+            comm_, rank_, size_, next_tag(), values, data,
+            MessageData{static_cast<int>(count), mpi_type(dtype), op_for(dtype, op)}, capacity,
+            [values, data](std::span<const uint64_t> words, std::span<const std::byte> result) {
+                std::copy(words.begin(), words.end(), values.begin());
+                std::copy(result.begin(), result.end(), data.begin());
+            });
     }
 
     std::unique_ptr<Pending> start_allgather_u64(std::span<const uint64_t> words,
@@ -496,6 +499,11 @@ private:
         int peer = -1;
     };
 
+    /// A tag for one recursive-doubling allreduce on comm_. Every rank starts
+    /// libddp's operations in one order, so equal tags name the same one;
+    /// MPI's smallest allowed tag range (32768) is far more than are in flight.
+    int next_tag() { return static_cast<int>(tag_counter_.fetch_add(1) % 32768); }
+
     MPI_Op op_for(ddp_dtype dtype, ddp_op op) const {
         const MPI_Op user = user_ops_->get(dtype, op);
         return user != MPI_OP_NULL ? user : mpi_builtin_op(op);
@@ -520,6 +528,7 @@ private:
     MPI_Comm comm_ = MPI_COMM_NULL;
     MPI_Comm control_ = MPI_COMM_NULL;
     std::unique_ptr<UserOps> user_ops_;
+    std::atomic<uint64_t> tag_counter_{0};
     int thread_level_ = MPI_THREAD_SINGLE;
     bool owns_mpi_ = false;
     int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;

@@ -86,6 +86,10 @@ public:
     std::unique_ptr<Pending> start_max_u64(std::span<uint64_t> values) override {
         return host_->start_max_u64(values);
     }
+    std::unique_ptr<Pending> start_max_u64_carrying(std::span<uint64_t> values, void* carried, int64_t count,
+                                                    ddp_dtype dtype, ddp_op op) override {
+        return host_->start_max_u64_carrying(values, carried, count, dtype, op);
+    }
     std::unique_ptr<Pending> start_allgather_u64(std::span<const uint64_t> words,
                                                  std::vector<std::vector<uint64_t>>& by_rank) override {
         return host_->start_allgather_u64(words, by_rank);

@@ -21,6 +21,10 @@ public:
     std::unique_ptr<Pending> start_broadcast(void*, int64_t, int) override { return nullptr; }
 
     std::unique_ptr<Pending> start_max_u64(std::span<uint64_t>) override { return nullptr; }
+    std::unique_ptr<Pending> start_max_u64_carrying(std::span<uint64_t>, void*, int64_t, ddp_dtype,
+                                                    ddp_op) override {
+        return nullptr;
+    }
     std::unique_ptr<Pending> start_allgather_u64(std::span<const uint64_t> words,
                                                  std::vector<std::vector<uint64_t>>& by_rank) override {
         by_rank = {std::vector<uint64_t>(words.begin(), words.end())};
