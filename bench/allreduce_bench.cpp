@@ -315,15 +315,19 @@ void bench_overhead(const std::string& label) {
                     (ddp.median - mpi.median) / calls * 1e6);
 }
 
-// Computes for `seconds` of busy arithmetic (calibrated) while the async
-// allreduce runs; reports the exposed communication time.
+// How much of an async allreduce stays exposed behind compute that keeps the
+// host CPU busy (a matrix multiply sized to about the blocking call's
+// length) and behind an idle host (a sleep as long, as while a GPU
+// computes). Each round times, one after another: the blocking allreduce,
+// the compute alone, the async allreduce beside it, the sleep alone and the
+// async allreduce beside it (each the slowest rank's time); exposed is
+// (beside - alone) / blocking within the round, and the median over rounds
+// is reported, so that this VM's drift between rounds stays out of it.
 void bench_overlap(const std::string& label, const GradientList& g, int runs) {
     Buffers b(g);
     const auto n = static_cast<int64_t>(b.list.size());
-    const Stats blocking = time_runs(2, runs, [&] {
-        ddp_allreduce_tensor_list(world, b.list.data(), n, DDP_OP_SUM, nullptr);
-    });
-    // A matrix multiply sized to take about as long as the blocking allreduce.
+    auto blocking_allreduce = [&] { ddp_allreduce_tensor_list(world, b.list.data(), n, DDP_OP_SUM, nullptr); };
+    const double blocking_s = time_runs(2, runs, blocking_allreduce).median;
     int dim = 64;
     std::vector<float> A, B, C;
     auto matmul = [&] {
@@ -333,41 +337,47 @@ void bench_overlap(const std::string& label, const GradientList& g, int runs) {
                 for (int j = 0; j < dim; ++j) C[static_cast<size_t>(i * dim + j)] += a * B[static_cast<size_t>(k * dim + j)];
             }
     };
-    for (;; dim = static_cast<int>(dim * 1.25)) {
+    for (;; dim = static_cast<int>(dim * 1.05) + 1) {  // 5% steps in size: at most 16% past the target in time
         A.assign(static_cast<size_t>(dim) * dim, 1.0f), B = A, C = A;
-        const double start = MPI_Wtime();
-        matmul();
-        double elapsed = MPI_Wtime() - start;
-        MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        if (elapsed >= blocking.median) break;
+        if (time_runs(0, 1, matmul).median >= blocking_s) break;
     }
-    const Stats compute = time_runs(1, runs, matmul);
-    const Stats overlapped = time_runs(2, runs, [&] {
-        ddp_request* request = nullptr;
-        ddp_allreduce_tensor_list_async(world, b.list.data(), n, DDP_OP_SUM, nullptr, &request);
-        matmul();
-        ddp_request_free(request);
-    });
-    // The host idle for as long, as while a GPU computes.
-    const auto idle = std::chrono::duration<double>(blocking.median);
-    const Stats idle_alone = time_runs(1, runs, [&] { std::this_thread::sleep_for(idle); });
-    const Stats idle_overlapped = time_runs(2, runs, [&] {
-        ddp_request* request = nullptr;
-        ddp_allreduce_tensor_list_async(world, b.list.data(), n, DDP_OP_SUM, nullptr, &request);
-        std::this_thread::sleep_for(idle);
-        ddp_request_free(request);
-    });
-    if (rank == 0) {
-        const double exposed = std::max(0.0, overlapped.median - compute.median);
-        const double idle_exposed = std::max(0.0, idle_overlapped.median - idle_alone.median);
-        std::printf("overlap (%s, %d ranks, %s): blocking allreduce %.1f ms; CPU-bound compute (%dx%d matmul) %.1f ms, "
-                    "async allreduce + compute %.1f ms: %.1f ms (%.0f%%) of the communication stays exposed; idle "
-                    "host %.1f ms, async allreduce + idle %.1f ms: %.1f ms (%.0f%%) exposed (blocking: 100%%)\n",
-                    label.c_str(), size, g.name.c_str(), blocking.median * 1e3, dim, dim, compute.median * 1e3,
-                    overlapped.median * 1e3, exposed * 1e3, 100 * exposed / blocking.median,
-                    idle_alone.median * 1e3, idle_overlapped.median * 1e3, idle_exposed * 1e3,
-                    100 * idle_exposed / blocking.median);
+    const auto idle = std::chrono::duration<double>(blocking_s);
+    auto sleep_idle = [&] { std::this_thread::sleep_for(idle); };
+    auto beside = [&](const std::function<void()>& work) {
+        return [&, work] {
+            ddp_request* request = nullptr;
+            ddp_allreduce_tensor_list_async(world, b.list.data(), n, DDP_OP_SUM, nullptr, &request);
+            work();
+            ddp_request_free(request);
+        };
+    };
+    const auto async_beside_compute = beside(matmul), async_beside_idle = beside(sleep_idle);
+    std::vector<double> exposed, idle_exposed, blocking_ms, compute_ms;
+    for (int round = 0; round < runs + 1; ++round) {  // the first round warms up
+        const double blocking = time_runs(0, 1, blocking_allreduce).median;
+        const double compute = time_runs(0, 1, matmul).median;
+        const double with_compute = time_runs(0, 1, async_beside_compute).median;
+        const double asleep = time_runs(0, 1, sleep_idle).median;
+        const double with_idle = time_runs(0, 1, async_beside_idle).median;
+        if (round == 0) continue;
+        exposed.push_back(std::max(0.0, with_compute - compute) / blocking);
+        idle_exposed.push_back(std::max(0.0, with_idle - asleep) / blocking);
+        blocking_ms.push_back(blocking * 1e3);
+        compute_ms.push_back(compute * 1e3);
     }
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    if (rank == 0)
+        std::printf("overlap (%s, %d ranks, %s, %d rounds): blocking allreduce %.1f ms, CPU-bound compute (%dx%d "
+                    "matmul) %.1f ms; exposed behind the compute %.0f%% (rounds %.0f-%.0f%%), behind an idle host "
+                    "%.0f%% (rounds %.0f-%.0f%%) (blocking: 100%%)\n",
+                    label.c_str(), size, g.name.c_str(), runs, median(blocking_ms), dim, dim, median(compute_ms),
+                    100 * median(exposed), 100 * *std::min_element(exposed.begin(), exposed.end()),
+                    100 * *std::max_element(exposed.begin(), exposed.end()), 100 * median(idle_exposed),
+                    100 * *std::min_element(idle_exposed.begin(), idle_exposed.end()),
+                    100 * *std::max_element(idle_exposed.begin(), idle_exposed.end()));
 }
 
 }  // namespace
