@@ -103,7 +103,7 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
     const auto start = Clock::now();
     auto next_control = start + control_interval;
     for (;;) {
-        if (pending->test()) return;
+        if (test_or_abandon(pending)) return fail_if_a_peer_gave_up(call);
         const auto now = Clock::now();
         if (now >= next_control) {
             backend_.poll_control();
@@ -119,6 +119,23 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
         case WaitStyle::for_peers: std::this_thread::sleep_for(std::chrono::microseconds(50)); break;
         }
     }
+}
+
+bool ControlPlane::test_or_abandon(std::unique_ptr<Pending>& pending) {
+    try {
+        return pending->test();
+    } catch (const Error&) {
+        // MPI may still hold the operation's buffers: they must outlive it.
+        backend_.abandon(std::move(pending));
+        throw;
+    }
+}
+
+void ControlPlane::fail_if_a_peer_gave_up(const CallContext& call) {
+    backend_.poll_control();
+    const std::optional<AbortNotice> notice = backend_.abort_notice();
+    if (notice && notice->reason == AbortNotice::Reason::gave_up && notice->sequence == call.sequence)
+        fail_broken(*failure_from_notice(call.sequence), nullptr);
 }
 
 void ControlPlane::abort(const std::string& reason) {

@@ -83,6 +83,13 @@ public:
 
 private:
     [[noreturn]] void give_up(CallContext& call, std::unique_ptr<Pending> pending);
+    /// pending->test(); when it throws, the operation is abandoned first.
+    bool test_or_abandon(std::unique_ptr<Pending>& pending);
+    /// Throws when a peer gave up on this very call: it may have sent all
+    /// this rank needed before its deadline passed (a small allreduce rides
+    /// in one round), and no rank may report success for a collective its
+    /// peers report as timed out.
+    void fail_if_a_peer_gave_up(const CallContext& call);
     /// The failure a peer's notice means for this rank's collective number
     /// `sequence`, if any (a peer that finalized after call 5 still lets
     /// call 5 finish here).

@@ -8,6 +8,9 @@
 //    collective more than its finalized peer fails at once, not at its timeout.
 //  - Faults.AbortFromAWatchdogThreadEndsTheCallInProgress: ddp_comm_abort
 //    from another thread ends this rank's own waiting call and its peers'.
+//  - Faults.ALateRankFailsASmallAllreduceItsPeerGaveUpOn: a small allreduce
+//    rides in agreement's one round, so a rank arriving just after its peer
+//    gave up finds all it needs; it must still report the timeout, not success.
 // Run with 2 ranks; the meson test sets DDP_TIMEOUT_S and DDP_STALL_WARN_S.
 #include <chrono>
 #include <mutex>
@@ -105,6 +108,24 @@ TEST(Faults, AbortFromAWatchdogThreadEndsTheCallInProgress) {
         EXPECT_EQ(ddp_barrier(world, nullptr), DDP_ERR_TIMEOUT);
         EXPECT_NE(message().find("rank 0 aborted the communicator (ddp_comm_abort"), std::string::npos)
             << message();
+    }
+}
+
+TEST(Faults, ALateRankFailsASmallAllreduceItsPeerGaveUpOn) {
+    float values[4] = {1.0f + static_cast<float>(rank), 1, 1, 1};
+    ddp_tensor tensor{values, 4, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
+    ddp_collective_options short_timeout;
+    ddp_collective_options_init(&short_timeout, sizeof short_timeout);
+    short_timeout.timeout_s = 0.5;
+    ASSERT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();  // both start the next call together
+    if (rank == 0) {
+        EXPECT_EQ(ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, &short_timeout), DDP_ERR_TIMEOUT);
+    } else {
+        // Just after rank 0 gave up: before the background thread (which
+        // polls every 10 ms) has taken in its notice, most of the time.
+        std::this_thread::sleep_for(std::chrono::milliseconds(503));
+        EXPECT_EQ(ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, nullptr), DDP_ERR_TIMEOUT);
+        EXPECT_NE(message().find("rank 0 gave up on allreduce #2"), std::string::npos) << message();
     }
 }
 

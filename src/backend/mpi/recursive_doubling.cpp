@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "backend/mpi/mpi_check.hpp"
 
@@ -25,7 +26,7 @@ RecursiveDoubling::RecursiveDoubling(MPI_Comm comm, int rank, int size, int tag,
     message_.resize(header_bytes + words.size_bytes() + data.size());
     const uint64_t n_words = words.size();
     std::memcpy(message_.data(), &n_words, header_bytes);
-    std::memcpy(message_.data() + header_bytes, words.data(), words.size_bytes());
+    if (!words.empty()) std::memcpy(message_.data() + header_bytes, words.data(), words.size_bytes());
     if (!data.empty()) std::memcpy(this->data(), data.data(), data.size());
     received_.resize(header_bytes + std::max(capacity, words.size_bytes() + data.size()));
 
@@ -43,6 +44,7 @@ RecursiveDoubling::RecursiveDoubling(MPI_Comm comm, int rank, int size, int tag,
             rounds_.push_back({rank_of_position(position ^ mask, remainder), true, true, false});
         if (folds) rounds_.push_back({rank - 1, true, false, false});
     }
+    if (!rounds_.empty()) post(rounds_.front());  // on the wire now, before the first test
 }
 
 std::span<uint64_t> RecursiveDoubling::words() {
@@ -97,7 +99,12 @@ bool RecursiveDoubling::test() {
         if (!posted_) post(round);
         int done = 0;
         MPI_Status statuses[2];
-        check(MPI_Testall(2, requests_, &done, statuses), "MPI_Test");
+        const int code = MPI_Testall(2, requests_, &done, statuses);
+        if (code == MPI_ERR_IN_STATUS && statuses[1].MPI_ERROR == MPI_ERR_TRUNCATE)
+            fail(DDP_ERR_BACKEND, "rank " + std::to_string(round.peer) +
+                                      " sent a longer message than this call expects: the ranks are not making "
+                                      "the same collective");
+        check(code, "MPI_Test");
         if (!done) return false;
         if (round.receive) {
             int received_bytes = 0;
