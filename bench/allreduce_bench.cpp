@@ -317,8 +317,8 @@ void bench_overhead(const std::string& label) {
 
 // How much of an async allreduce stays exposed behind compute that keeps the
 // host CPU busy (a matrix multiply sized to about the blocking call's
-// length) and behind an idle host (a sleep as long, as while a GPU
-// computes). Each round times, one after another: the blocking allreduce,
+// length) and behind an idle host (a sleep as long as the round's blocking
+// call, as while a GPU computes). Each round times, one after another: the blocking allreduce,
 // the compute alone, the async allreduce beside it, the sleep alone and the
 // async allreduce beside it (each the slowest rank's time); exposed is
 // (beside - alone) / blocking within the round, and the median over rounds
@@ -341,7 +341,9 @@ void bench_overlap(const std::string& label, const GradientList& g, int runs) {
         A.assign(static_cast<size_t>(dim) * dim, 1.0f), B = A, C = A;
         if (time_runs(0, 1, matmul).median >= blocking_s) break;
     }
-    const auto idle = std::chrono::duration<double>(blocking_s);
+    // As long as this round's blocking call: the call's length varies by
+    // 10-20% between rounds here, and a fixed sleep would time that jitter.
+    std::chrono::duration<double> idle(blocking_s);
     auto sleep_idle = [&] { std::this_thread::sleep_for(idle); };
     auto beside = [&](const std::function<void()>& work) {
         return [&, work] {
@@ -355,6 +357,7 @@ void bench_overlap(const std::string& label, const GradientList& g, int runs) {
     std::vector<double> exposed, idle_exposed, blocking_ms, compute_ms;
     for (int round = 0; round < runs + 1; ++round) {  // the first round warms up
         const double blocking = time_runs(0, 1, blocking_allreduce).median;
+        idle = std::chrono::duration<double>(blocking);
         const double compute = time_runs(0, 1, matmul).median;
         const double with_compute = time_runs(0, 1, async_beside_compute).median;
         const double asleep = time_runs(0, 1, sleep_idle).median;
