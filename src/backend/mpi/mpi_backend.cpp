@@ -1,6 +1,7 @@
 // The MPI backend: Open MPI (or any MPI-3 library) on host buffers.
 //
-// Every operation is non-blocking (MPI_Iallreduce, MPI_Ibcast, ...) so that
+// Every operation is non-blocking (MPI_Iallreduce, MPI_Ibcast, ..., and
+// point-to-point recursive doubling for small messages) so that
 // the control plane can hold it to a deadline: a blocking MPI call waits for
 // ever on a peer that died. Data travels on one duplicate of the caller's
 // communicator; control messages (status questions, abort notices, the
