@@ -1,6 +1,6 @@
 """Data-parallel training of a small NumPy MLP with libddp.
 
-    mpirun -np 2 .venv/bin/python examples/python/train_mlp.py
+    mpirun -np 2 .venv/bin/python examples/python/train_mlp.py   (as root: mpirun --allow-run-as-root)
 
 Each rank draws its own share of a synthetic regression data set through a
 ShardedSampler, computes gradients on it, and averages them as PyTorch DDP
