@@ -25,21 +25,27 @@
 //! ```
 #![warn(missing_docs)]
 
+mod collectives;
 mod comm;
 mod element;
 mod error;
 pub mod logging;
+mod options;
+mod reducer;
 mod scope;
 mod shard;
 mod tensors;
 
-pub use comm::{Backend, CollectiveOptions, Comm, InitOptions, LogLevel, Op, Replicas};
+pub use collectives::{Collectives, Replicas};
+pub use comm::{Backend, Comm, InitOptions, LogLevel, Op};
 pub use element::Element;
 pub use error::{Error, ErrorKind, Result};
 pub use half;
+pub use options::CollectiveOptions;
+pub use reducer::{Gradient, Reducer, Step};
 pub use scope::{Request, Scope};
 pub use shard::{shard_count, shard_indices, Indices, Sampler, ShardOptions, Strategy};
-pub use tensors::{BorrowedBuffer, BorrowedTensors, Buffer, TensorList, Tensors, View, Views};
+pub use tensors::{BorrowedBuffer, BorrowedTensors, Buffer, DeviceSlice, TensorList, Tensors, View, Views};
 
 /// The run-time library's version, `"major.minor.patch"`.
 ///
