@@ -202,6 +202,38 @@ fn async_allreduce(comm: &Comm) {
     assert_eq!(err.kind(), ErrorKind::Mismatch, "{err}");
 }
 
+fn reducer_averages_every_rank_gradients(comm: &Comm) {
+    let (rank, size) = (comm.rank(), comm.size());
+    let like = (vec![0.0f32; 3000], vec![0.0f32; 5], vec![0.0f64; 3]);
+    let mut list = TensorList::new();
+    let (mut a, mut b, mut c) = like.clone();
+    list.push(&mut a).push(&mut b).push(&mut c);
+    // Small buckets: several reductions in flight while gradients are computed.
+    let mut reducer = comm.with(ddp::CollectiveOptions::new().fusion_bytes(256)).reducer(&list, Op::Avg).unwrap();
+    let value = |r: i32, i: usize, j: usize, step: usize| (r as usize * 10 + i * 3 + j % 7 + step) as f64;
+    let mean = |i: usize, j: usize, step: usize| (0..size).map(|r| value(r, i, j, step)).sum::<f64>() / size as f64;
+    for step_number in 0..3 {
+        let step = reducer.step();
+        // The backward pass: the last gradients first, each marked as it is done.
+        let mut c = step.gradient::<f64>(2).unwrap();
+        c.iter_mut().enumerate().for_each(|(j, g)| *g = value(rank, 2, j, step_number));
+        step.mark_ready(c).unwrap();
+        let grads: Vec<_> = (0..2).map(|i| step.gradient::<f32>(i).unwrap()).collect();
+        for mut grad in grads.into_iter().rev() {
+            let i = grad.index();
+            grad.iter_mut().enumerate().for_each(|(j, g)| *g = value(rank, i, j, step_number) as f32);
+            step.mark_ready(grad).unwrap();
+        }
+        step.wait().unwrap();
+        for i in 0..2 {
+            let grad = reducer.gradient::<f32>(i).unwrap();
+            assert!(grad.iter().enumerate().all(|(j, &g)| g as f64 == mean(i, j, step_number)), "gradient {i}");
+        }
+        let grad = reducer.gradient::<f64>(2).unwrap();
+        assert!(grad.iter().enumerate().all(|(j, &g)| g == mean(2, j, step_number)), "gradient 2");
+    }
+}
+
 fn sampler_covers_every_item(comm: &Comm) {
     let (rank, size) = (comm.rank(), comm.size());
     for n in [10usize, 97, 1000] {
@@ -232,7 +264,7 @@ fn log_from_every_rank(comm: &Comm) {
 fn main() {
     let comm = Comm::init().expect("ddp init");
     assert_eq!(comm.backend_name(), "mpi", "run under mpirun");
-    let tests: [(&str, fn(&Comm)); 12] = [
+    let tests: [(&str, fn(&Comm)); 13] = [
         ("every_dtype_and_op", every_dtype_and_op),
         ("u8_sum_wraps", u8_sum_wraps),
         ("mixed_list", mixed_list),
@@ -243,6 +275,7 @@ fn main() {
         ("broadcast_reduce_and_optimizer_state", broadcast_reduce_and_optimizer_state),
         ("check_replicas_reports_a_difference", check_replicas_reports_a_difference),
         ("async_allreduce", async_allreduce),
+        ("reducer_averages_every_rank_gradients", reducer_averages_every_rank_gradients),
         ("sampler_covers_every_item", sampler_covers_every_item),
         ("log_from_every_rank", log_from_every_rank),
     ];
