@@ -256,6 +256,17 @@ impl Comm {
         check(unsafe { ddp_sys::ddp_log(self.raw, level.raw(), message.as_ptr()) })
     }
 
+    /// Breaks the communicator on purpose and tells every peer, for a rank
+    /// that hit an error of its own (a NaN loss, out of memory) and is about
+    /// to stop: every later call on it fails with [`crate::ErrorKind::Timeout`],
+    /// here saying `reason`, on the peers naming this rank, instead of the peers
+    /// waiting for this rank until their timeout. Local; never waits for
+    /// peers. Experimental in libddp's C API (`ddp_comm_abort`).
+    pub fn abort(&self, reason: &str) -> Result<()> {
+        let reason = CString::new(reason).map_err(|_| Error::invalid_argument("abort reason contains a NUL byte"))?;
+        check(unsafe { ddp_sys::ddp_comm_abort(self.raw, reason.as_ptr()) })
+    }
+
     /// Finalizes now and reports the status that `Drop` would ignore. Collective.
     pub fn finalize(mut self) -> Result<()> {
         let raw = std::mem::replace(&mut self.raw, ptr::null_mut());

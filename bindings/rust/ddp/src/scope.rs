@@ -165,6 +165,21 @@ impl Request<'_, '_> {
         status.and(freed)
     }
 
+    /// Makes the `cudaStream_t` `stream` (null: the legacy default stream)
+    /// wait for this request without blocking the host, where it runs on the
+    /// GPU (device buffers, `nccl` backend): work enqueued on that stream
+    /// afterwards starts once the reduction has finished. Any other request
+    /// is waited for on the host. Returns the request's status when it is
+    /// known by then; [`Request::wait`] still ends it. Experimental in
+    /// libddp's C API (`ddp_request_stream_wait`).
+    ///
+    /// # Safety
+    /// `stream` is null, `cudaStreamPerThread` (2) or a live stream of the
+    /// communicator's device.
+    pub unsafe fn stream_wait(&self, stream: *mut std::ffi::c_void) -> Result<()> {
+        check(ddp_sys::ddp_request_stream_wait(self.raw, stream))
+    }
+
     /// Whether the allreduce has completed; `Err` when it completed with an
     /// error. Never blocks.
     pub fn test(&self) -> Result<bool> {

@@ -261,11 +261,28 @@ fn reducer_steps_work_after_a_failed_one(comm: &Comm) {
     assert_eq!(reducer.gradient::<f32>(0).unwrap(), [1.0; 6]);
 }
 
+/// Last: it breaks the communicator. The bad rank aborts (its own error, say
+/// a NaN loss); its next call fails with its reason, every peer's naming it.
+fn abort_on_one_rank_tells_every_peer(comm: &Comm) {
+    let bad = bad_rank(comm);
+    if comm.rank() == bad {
+        comm.abort("NaN loss in step 7").unwrap();
+    }
+    let mut grads = vec![1.0f32; 4];
+    let err = patient(comm).allreduce(&mut [&mut grads], Op::Sum).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    if comm.rank() == bad {
+        assert!(err.message().contains("NaN loss in step 7"), "{err}");
+    } else {
+        assert!(err.message().contains(&format!("rank {bad} aborted")), "{err}");
+    }
+}
+
 fn main() {
     let comm = Comm::init().expect("ddp init");
     assert_eq!(comm.backend_name(), "mpi", "run under mpirun");
     assert!(comm.size() >= 2, "run on 2 or more ranks");
-    let tests: [(&str, fn(&Comm)); 18] = [
+    let tests: [(&str, fn(&Comm)); 19] = [
         ("wrong_length_slice", wrong_length_slice),
         ("one_more_tensor_in_the_list", one_more_tensor_in_the_list),
         ("mixed_list_with_another_dtype", mixed_list_with_another_dtype),
@@ -284,6 +301,7 @@ fn main() {
         ("reducer_step_panicking_on_one_rank", reducer_step_panicking_on_one_rank),
         ("reducer_steps_work_after_a_failed_one", reducer_steps_work_after_a_failed_one),
         ("every_rank_still_agrees", still_works),
+        ("abort_on_one_rank_tells_every_peer", abort_on_one_rank_tells_every_peer),
     ];
     let status = mpi_harness::run(&comm, &tests);
     drop(comm);

@@ -117,6 +117,14 @@ fn async_in_a_scope() {
             })
             .unwrap();
         assert_eq!((done, a[0], b.clone()), (7, 2.0, vec![1, 2]));
+        comm.scope(|s| {
+            let request = s.allreduce_async([&mut a], Op::Sum).unwrap();
+            // SAFETY: the null stream; a host request is waited for on the host.
+            unsafe { request.stream_wait(std::ptr::null_mut()) }.unwrap();
+            assert!(request.test().unwrap(), "complete after stream_wait");
+            request.wait().unwrap();
+        })
+        .unwrap();
         let err = comm.scope(|s| s.allreduce_async([&mut b], Op::Avg).map(|_| ())).unwrap().unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     });
