@@ -66,7 +66,7 @@ pub enum Backend {
 /// assert_eq!(comm.backend_name(), "self");
 /// # Ok::<(), ddp::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct InitOptions {
     /// The transport; default [`Backend::Auto`].
     pub backend: Backend,

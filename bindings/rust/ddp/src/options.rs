@@ -23,7 +23,7 @@ use crate::Result;
 /// comm.with(quick).barrier()?;
 /// # Ok::<(), ddp::Error>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CollectiveOptions {
     timeout: Option<Duration>,
     fusion_bytes: Option<i64>,

@@ -154,9 +154,9 @@ fn per_call_options_are_arguments() {
 #[test]
 fn reducer_reduces_gradients_in_their_buckets() {
     with_comm(|comm| {
-        let (w1, b1, steps) = (vec![0.0f32; 40], vec![0.0f32; 4], vec![0i64; 2]);
+        let (w1, b1) = (vec![0.0f32; 40], vec![0.0f32; 4]);
+        let (mut w2, mut counts) = (w1.clone(), vec![0i64; 2]);
         let mut list = TensorList::new();
-        let (mut w2, mut counts) = (w1.clone(), steps.clone());
         list.push(&mut w2).push(&mut counts);
         let mut reducer = comm.with(CollectiveOptions::new().fusion_bytes(64)).reducer(&[&w1, &b1], Op::Avg).unwrap();
         assert_eq!(reducer.len(), 2);
