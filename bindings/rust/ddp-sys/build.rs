@@ -4,7 +4,11 @@
 //!  1. `DDP_LIB_DIR` (the directory holding libddp.so) and `DDP_INCLUDE_DIR`
 //!     (the directory holding `ddp/ddp.h`), both required together: a build
 //!     tree, e.g. `DDP_LIB_DIR=build/src DDP_INCLUDE_DIR=include`.
-//!  2. pkg-config's `ddp` (an installed libddp; `PKG_CONFIG_PATH` as usual).
+//!  2. The build tree of the libddp checkout this crate lives in
+//!     (`build/src` and `include` next to `bindings/`, as `scripts/build`
+//!     makes it), so that a crate depending on `ddp` by path builds with no
+//!     variable set.
+//!  3. pkg-config's `ddp` (an installed libddp; `PKG_CONFIG_PATH` as usual).
 //!
 //! The library directory is passed on to dependents as `DEP_DDP_LIB_DIR`, so
 //! that the `ddp` crate can give its binaries a run-time path to it, as this
@@ -16,20 +20,20 @@ fn main() {
     println!("cargo:rerun-if-env-changed=DDP_LIB_DIR");
     println!("cargo:rerun-if-env-changed=DDP_INCLUDE_DIR");
     let (lib_dirs, include_dirs) = match (env::var_os("DDP_LIB_DIR"), env::var_os("DDP_INCLUDE_DIR")) {
-        (Some(lib), Some(include)) => {
-            let lib = PathBuf::from(lib);
-            println!("cargo:rustc-link-search=native={}", lib.display());
-            println!("cargo:rustc-link-lib=dylib=ddp");
-            (vec![lib], vec![PathBuf::from(include)])
-        }
-        (None, None) => match pkg_config::Config::new().atleast_version("1.0").probe("ddp") {
-            Ok(library) => (library.link_paths, library.include_paths),
-            Err(error) => panic!(
-                "libddp not found by pkg-config ({error}). Install it (`meson install -C build`) or \
-                 point DDP_LIB_DIR and DDP_INCLUDE_DIR at a build tree."
-            ),
+        (Some(lib), Some(include)) => link_build_tree(PathBuf::from(lib), PathBuf::from(include)),
+        (None, None) => match checkout_build_tree() {
+            Some((lib, include)) => link_build_tree(lib, include),
+            None => match pkg_config::Config::new().atleast_version("1.0").probe("ddp") {
+                Ok(library) => (library.link_paths, library.include_paths),
+                Err(error) => panic!(
+                    "libddp not found: no build tree at {} (run scripts/build build in the checkout), \
+                     and not by pkg-config ({error}). Build it, install it (`meson install -C build`), \
+                     or point DDP_LIB_DIR and DDP_INCLUDE_DIR at a build tree.",
+                    checkout().join("build/src").display()
+                ),
+            },
         },
-        _ => panic!("set both DDP_LIB_DIR and DDP_INCLUDE_DIR, or neither (then pkg-config finds libddp)"),
+        _ => panic!("set both DDP_LIB_DIR and DDP_INCLUDE_DIR, or neither"),
     };
     if let Some(lib) = lib_dirs.first() {
         println!("cargo:lib_dir={}", lib.display());
@@ -45,6 +49,9 @@ fn main() {
 
     let bindings = bindgen::Builder::default()
         .header(header.to_string_lossy())
+        // The reducer and ddp_comm_abort are behind this macro in C; the safe
+        // crate wraps them.
+        .clang_arg("-DDDP_EXPERIMENTAL_API")
         .clang_args(include_dirs.iter().map(|dir| format!("-I{}", dir.display())))
         .allowlist_function("ddp_.*")
         .allowlist_type("ddp_.*")
@@ -59,6 +66,31 @@ fn main() {
         .expect("bindgen could not read ddp/ddp.h");
     let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("bindings.rs");
     bindings.write_to_file(out).expect("could not write bindings.rs");
+}
+
+/// The libddp checkout holding this crate (`bindings/rust/ddp-sys/../../..`).
+fn checkout() -> PathBuf {
+    PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap()).join("../../..")
+}
+
+/// The checkout's `build/src` and `include` when libddp has been built there.
+fn checkout_build_tree() -> Option<(PathBuf, PathBuf)> {
+    let root = checkout().canonicalize().ok()?;
+    let (lib, include) = (root.join("build/src"), root.join("include"));
+    let found = lib.join("libddp.so").exists() && include.join("ddp/ddp.h").exists();
+    // Look again once it is built (a missing path would rerun every build).
+    let watched = if found { lib.join("libddp.so") } else { root.join("build") };
+    if watched.exists() {
+        println!("cargo:rerun-if-changed={}", watched.display());
+    }
+    found.then_some((lib, include))
+}
+
+/// Links the libddp in `lib`, with its header in `include`.
+fn link_build_tree(lib: PathBuf, include: PathBuf) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    println!("cargo:rustc-link-search=native={}", lib.display());
+    println!("cargo:rustc-link-lib=dylib=ddp");
+    (vec![lib], vec![include])
 }
 
 /// Gives integer macros the type of the field that holds them.

@@ -66,7 +66,7 @@ fn main() {
     let csv = args.get(1).cloned();
     let label = args.get(2).cloned().unwrap_or_default();
     let comm = Comm::init().unwrap();
-    let (rank, size) = (comm.rank().unwrap(), comm.size().unwrap());
+    let (rank, size) = (comm.rank(), comm.size());
     let mut opts: ddp_collective_options = unsafe { std::mem::zeroed() };
     let status = unsafe {
         ddp_sys::ddp_collective_options_init(&mut opts, std::mem::size_of::<ddp_collective_options>() as u32)

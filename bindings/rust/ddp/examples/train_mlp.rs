@@ -2,9 +2,10 @@
 //! (examples/c/train_mlp.c) in Rust, with the same data, model and steps.
 //!
 //! Every rank builds the same synthetic regression set, takes its shard with
-//! a `Sampler`, computes gradients on its own mini-batches and averages them
-//! with one allreduce of the gradient list, so all ranks take the same SGD
-//! step. Rank 0 initialises the parameters and broadcasts them, logs the loss
+//! a `Sampler`, computes gradients on its own mini-batches straight into a
+//! reducer's buckets (marking each ready as the backward pass finishes it, so
+//! its bucket is averaged while the rest is computed), and waits once per
+//! step, so all ranks take the same SGD step. Rank 0 initialises the parameters and broadcasts them, logs the loss
 //! per epoch, and at the end `check_replicas` confirms every rank holds the
 //! same parameters.
 //!
@@ -12,7 +13,7 @@
 //!
 //! Exits 0 when the loss fell below a fifth of its start and the replicas
 //! agree, 1 otherwise (2 when a libddp call failed).
-use ddp::{Comm, LogLevel, Op, Replicas, Sampler};
+use ddp::{Comm, Gradient, LogLevel, Op, Replicas, Sampler};
 
 const INPUTS: usize = 8;
 const HIDDEN: usize = 32;
@@ -32,8 +33,13 @@ impl Lcg {
     }
 }
 
-/// The model's tensors (and, with the same shapes, its gradients).
-#[derive(Clone)]
+/// The order of the model's tensors, and of their gradients in the reducer.
+const W1: usize = 0;
+const B1: usize = 1;
+const W2: usize = 2;
+const B2: usize = 3;
+
+/// The model's tensors.
 struct Params {
     w1: Vec<f32>,
     b1: Vec<f32>,
@@ -50,8 +56,9 @@ impl Params {
         [&mut self.w1, &mut self.b1, &mut self.w2, &mut self.b2]
     }
 
-    /// Adds the gradient of one sample's squared error to `grads`; returns that error.
-    fn backprop(&self, x: &[f32], y: f32, grads: &mut Params) -> f32 {
+    /// Adds the gradient of one sample's squared error to `grads` (views of
+    /// the reducer's buckets, in tensor order); returns that error.
+    fn backprop(&self, x: &[f32], y: f32, grads: &mut [Gradient<'_, f32>]) -> f32 {
         let mut h = [0f32; HIDDEN];
         let mut out = self.b2[0];
         for (k, h) in h.iter_mut().enumerate() {
@@ -60,12 +67,12 @@ impl Params {
             out += self.w2[k] * *h;
         }
         let err = out - y;
-        grads.b2[0] += err;
+        grads[B2][0] += err;
         for (k, &h) in h.iter().enumerate() {
-            grads.w2[k] += err * h;
+            grads[W2][k] += err * h;
             let da = err * self.w2[k] * (1.0 - h * h);
-            grads.b1[k] += da;
-            let row = &mut grads.w1[k * INPUTS..(k + 1) * INPUTS];
+            grads[B1][k] += da;
+            let row = &mut grads[W1][k * INPUTS..(k + 1) * INPUTS];
             row.iter_mut().zip(x).for_each(|(g, x)| *g += da * x);
         }
         err * err
@@ -90,7 +97,7 @@ fn make_data() -> (Vec<f32>, Vec<f32>) {
 }
 
 fn train(comm: &Comm) -> ddp::Result<bool> {
-    let (rank, size) = (comm.rank()?, comm.size()?);
+    let (rank, size) = (comm.rank(), comm.size());
     let (x, y) = make_data();
 
     // Different on every rank until the broadcast makes them rank 0's.
@@ -100,6 +107,8 @@ fn train(comm: &Comm) -> ddp::Result<bool> {
         tensor.iter_mut().for_each(|v| *v = 0.3 * rng.uniform());
     }
     comm.broadcast(&mut params.tensors(), 0)?;
+    // Registered once: the same shapes as the parameters.
+    let mut reducer = comm.reducer(&params.tensors(), Op::Avg)?;
 
     let mut sampler = Sampler::new(comm, SAMPLES)?.seed(2024);
     let (mut first_loss, mut loss) = (0.0, 0.0);
@@ -108,17 +117,21 @@ fn train(comm: &Comm) -> ddp::Result<bool> {
         let mine: Vec<usize> = sampler.iter()?.collect();
         let mut epoch_loss = 0f64;
         for batch in mine.chunks(BATCH) {
-            let mut grads = Params::zeros();
+            let step = reducer.step();
+            let mut grads = step.gradients::<f32>()?;
+            grads.iter_mut().for_each(|g| g.fill(0.0));
             for &i in batch {
                 epoch_loss += f64::from(params.backprop(&x[i * INPUTS..(i + 1) * INPUTS], y[i], &mut grads));
             }
+            // The backward pass finishes the last layer first: mark in that order.
             let scale = 1.0 / batch.len() as f32;
-            for tensor in grads.tensors() {
-                tensor.iter_mut().for_each(|g| *g *= scale);
+            while let Some(mut grad) = grads.pop() {
+                grad.iter_mut().for_each(|g| *g *= scale);
+                step.mark_ready(grad)?;
             }
-            comm.allreduce(&mut grads.tensors(), Op::Avg)?;
-            for (p, g) in params.tensors().into_iter().zip(grads.tensors()) {
-                p.iter_mut().zip(g.iter()).for_each(|(p, g)| *p -= LEARNING_RATE * g);
+            step.wait()?;
+            for (t, p) in params.tensors().into_iter().enumerate() {
+                p.iter_mut().zip(reducer.gradient::<f32>(t)?).for_each(|(p, g)| *p -= LEARNING_RATE * g);
             }
         }
         // The mean loss over every rank's samples.

@@ -1,14 +1,16 @@
-//! The communicator: init, queries, blocking collectives, finalize on drop.
+//! The communicator: init, queries, finalize on drop. Its collectives are in
+//! collectives.rs.
 use std::cell::Cell;
 use std::ffi::{CStr, CString};
 use std::marker::PhantomData;
 use std::mem::size_of;
 use std::ptr;
+use std::time::Duration;
 
 use ddp_sys::{ddp_backend, ddp_collective_options, ddp_comm, ddp_init_options, ddp_log_level, ddp_op};
 
-use crate::error::{check, last_error_message};
-use crate::{Error, Result, Tensors, Views};
+use crate::error::check;
+use crate::{CollectiveOptions, Error, Result};
 
 /// A reduction. There is no default in the C API; where this crate lets the
 /// op default (nowhere yet) it is `Sum`, as in MPI and torch.distributed.
@@ -40,6 +42,7 @@ impl Op {
 
 /// Which transport carries the data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Backend {
     /// `DDP_BACKEND` from the environment, else MPI under an MPI launcher, else `Self_`.
     #[default]
@@ -48,6 +51,11 @@ pub enum Backend {
     Self_,
     /// MPI on host buffers.
     Mpi,
+    /// NCCL between the ranks' GPUs for device buffers ([`crate::DeviceSlice`]),
+    /// MPI for host buffers and agreement. Where it cannot work (libddp built
+    /// without CUDA, no driver, no GPU, no NCCL) [`Comm::init_with`] fails
+    /// with [`crate::ErrorKind::Unsupported`] saying which.
+    Nccl,
 }
 
 /// Settings for [`Comm::init_with`].
@@ -55,10 +63,10 @@ pub enum Backend {
 /// ```
 /// let opts = ddp::InitOptions { backend: ddp::Backend::Self_, ..Default::default() };
 /// let comm = ddp::Comm::init_with(&opts)?;
-/// assert_eq!(comm.backend_name()?, "self");
+/// assert_eq!(comm.backend_name(), "self");
 /// # Ok::<(), ddp::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct InitOptions {
     /// The transport; default [`Backend::Auto`].
     pub backend: Backend,
@@ -68,33 +76,9 @@ pub struct InitOptions {
     /// caller keeps MPI initialized until the `Comm` is dropped. Needs
     /// `Backend::Mpi` or `Auto`.
     pub mpi_comm_fortran: Option<i64>,
-    /// Seconds a collective waits for every rank; `None`: `DDP_TIMEOUT_S` or 1800.
-    pub timeout_s: Option<f64>,
-}
-
-/// Per-call settings of every collective, set with [`Comm::set_collective_options`].
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct CollectiveOptions {
-    /// Largest fusion bucket in bytes; `None`: `DDP_FUSION_BYTES` or 1 MiB;
-    /// `Some(-1)`: no fusion. Every rank must use the same value.
-    pub fusion_bytes: Option<i64>,
-    /// Seconds a call may take; `None`: the communicator's timeout.
-    pub timeout_s: Option<f64>,
-}
-
-impl CollectiveOptions {
-    pub(crate) fn raw(&self) -> Result<ddp_collective_options> {
-        // SAFETY: zeroed is a valid ddp_collective_options; _init fills it.
-        let mut opts: ddp_collective_options = unsafe { std::mem::zeroed() };
-        check(unsafe { ddp_sys::ddp_collective_options_init(&mut opts, size_of::<ddp_collective_options>() as u32) })?;
-        if let Some(bytes) = self.fusion_bytes {
-            opts.fusion_bytes = bytes;
-        }
-        if let Some(seconds) = self.timeout_s {
-            opts.timeout_s = seconds;
-        }
-        Ok(opts)
-    }
+    /// How long a collective waits for every rank; `None`: `DDP_TIMEOUT_S`
+    /// or 1800 s. Per call: [`CollectiveOptions::timeout`].
+    pub timeout: Option<Duration>,
 }
 
 /// Log levels of [`Comm::log`] (the numbers are Python's).
@@ -121,22 +105,6 @@ impl LogLevel {
     }
 }
 
-/// Whether [`Comm::check_replicas`] found every rank's tensors identical.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Replicas {
-    /// Every tensor holds the same bytes on every rank.
-    Identical,
-    /// They differ; libddp's message names the first differing tensor and two ranks.
-    Differ(String),
-}
-
-impl Replicas {
-    /// `true` for [`Replicas::Identical`].
-    pub fn is_identical(&self) -> bool {
-        matches!(self, Replicas::Identical)
-    }
-}
-
 /// The world communicator: a process group started by [`Comm::init`] and
 /// finalized when dropped.
 ///
@@ -145,7 +113,7 @@ impl Replicas {
 ///
 /// ```
 /// let comm = ddp::Comm::init()?;            // self backend outside mpirun
-/// assert_eq!((comm.rank()?, comm.size()?), (0, 1));
+/// assert_eq!((comm.rank(), comm.size()), (0, 1));
 /// let mut grads = vec![1.0f64, 2.0];
 /// comm.allreduce(&mut [&mut grads], ddp::Op::Avg)?;
 /// assert_eq!(grads, [1.0, 2.0]);
@@ -159,8 +127,15 @@ impl Replicas {
 #[derive(Debug)]
 pub struct Comm {
     raw: *mut ddp_comm,
-    /// What [`Comm::set_collective_options`] set, filled in once, not per call.
-    options: Cell<ddp_collective_options>,
+    /// Fixed for the communicator's life, so asked once at init.
+    rank: i32,
+    size: i32,
+    local_rank: i32,
+    local_size: i32,
+    device: i32,
+    backend_name: &'static str,
+    /// libddp's default collective options, filled in once, not per call.
+    defaults: ddp_collective_options,
     /// Not Sync (Cell), and the raw pointer is not Send by itself.
     not_sync: PhantomData<Cell<()>>,
 }
@@ -186,20 +161,44 @@ impl Comm {
             Backend::Auto => ddp_backend::DDP_BACKEND_AUTO,
             Backend::Self_ => ddp_backend::DDP_BACKEND_SELF,
             Backend::Mpi => ddp_backend::DDP_BACKEND_MPI,
+            Backend::Nccl => ddp_backend::DDP_BACKEND_NCCL,
         };
         opts.mpi_comm_fortran = options.mpi_comm_fortran.unwrap_or(ddp_sys::DDP_NO_MPI_COMM);
-        opts.timeout_s = options.timeout_s.unwrap_or(0.0);
+        opts.timeout_s = options.timeout.map_or(0.0, |timeout| timeout.as_secs_f64());
         crate::logging::route_if_logger_installed();
         let mut raw = ptr::null_mut();
         check(unsafe { ddp_sys::ddp_init(&opts, &mut raw) })?;
-        let options = match CollectiveOptions::default().raw() {
-            Ok(options) => options,
-            Err(error) => {
-                unsafe { ddp_sys::ddp_finalize(raw) };
-                return Err(error);
-            }
+        // SAFETY: a live communicator from ddp_init; finalized on any error here.
+        let comm = unsafe { Self::from_live(raw) };
+        if comm.is_err() {
+            unsafe { ddp_sys::ddp_finalize(raw) };
+        }
+        comm
+    }
+
+    /// Asks a live communicator the values a `Comm` keeps.
+    ///
+    /// # Safety
+    /// `raw` is a live communicator from `ddp_init`.
+    unsafe fn from_live(raw: *mut ddp_comm) -> Result<Comm> {
+        let query = |f: unsafe extern "C" fn(*const ddp_comm, *mut i32) -> ddp_sys::ddp_status| {
+            let mut value = 0;
+            check(f(raw, &mut value)).map(|()| value)
         };
-        Ok(Comm { raw, options: Cell::new(options), not_sync: PhantomData })
+        let mut name = ptr::null();
+        check(ddp_sys::ddp_backend_name(raw, &mut name))?;
+        Ok(Comm {
+            raw,
+            rank: query(ddp_sys::ddp_rank)?,
+            size: query(ddp_sys::ddp_size)?,
+            local_rank: query(ddp_sys::ddp_local_rank)?,
+            local_size: query(ddp_sys::ddp_local_size)?,
+            device: query(ddp_sys::ddp_device)?,
+            // SAFETY: a static string.
+            backend_name: CStr::from_ptr(name).to_str().unwrap_or("?"),
+            defaults: CollectiveOptions::raw_defaults()?,
+            not_sync: PhantomData,
+        })
     }
 
     /// The raw handle, for calls through `ddp_sys`. Valid while `self` lives.
@@ -207,169 +206,40 @@ impl Comm {
         self.raw
     }
 
-    /// Sets the options every later collective on this `Comm` uses.
-    ///
-    /// ```
-    /// let comm = ddp::Comm::init()?;
-    /// comm.set_collective_options(ddp::CollectiveOptions { fusion_bytes: Some(-1), ..Default::default() })?;
-    /// comm.barrier()?;
-    /// # Ok::<(), ddp::Error>(())
-    /// ```
-    pub fn set_collective_options(&self, options: CollectiveOptions) -> Result<()> {
-        self.options.set(options.raw()?);
-        Ok(())
-    }
-
-    pub(crate) fn raw_options(&self) -> ddp_collective_options {
-        self.options.get()
-    }
-
-    fn query(&self, f: unsafe extern "C" fn(*const ddp_comm, *mut i32) -> ddp_sys::ddp_status) -> Result<i32> {
-        let mut value = 0;
-        check(unsafe { f(self.raw, &mut value) })?;
-        Ok(value)
+    /// libddp's default collective options, with `options` applied.
+    pub(crate) fn raw_options(&self, options: &CollectiveOptions) -> ddp_collective_options {
+        options.apply(self.defaults)
     }
 
     /// This process's rank, 0-based.
-    pub fn rank(&self) -> Result<i32> {
-        self.query(ddp_sys::ddp_rank)
+    pub fn rank(&self) -> i32 {
+        self.rank
     }
 
     /// The number of ranks.
-    pub fn size(&self) -> Result<i32> {
-        self.query(ddp_sys::ddp_size)
+    pub fn size(&self) -> i32 {
+        self.size
     }
 
     /// This process's rank among the ranks on its node.
-    pub fn local_rank(&self) -> Result<i32> {
-        self.query(ddp_sys::ddp_local_rank)
+    pub fn local_rank(&self) -> i32 {
+        self.local_rank
     }
 
     /// The number of ranks on this node.
-    pub fn local_size(&self) -> Result<i32> {
-        self.query(ddp_sys::ddp_local_size)
+    pub fn local_size(&self) -> i32 {
+        self.local_size
     }
 
-    /// The CUDA device assigned to this rank, `None` when none is.
-    pub fn device(&self) -> Result<Option<i32>> {
-        let device = self.query(ddp_sys::ddp_device)?;
-        Ok((device >= 0).then_some(device))
+    /// The CUDA device assigned to this rank (made current by init), `None`
+    /// when none is: the `device` of a [`crate::DeviceSlice`].
+    pub fn device(&self) -> Option<i32> {
+        (self.device >= 0).then_some(self.device)
     }
 
-    /// `"self"` or `"mpi"`.
-    pub fn backend_name(&self) -> Result<&'static str> {
-        let mut name = ptr::null();
-        check(unsafe { ddp_sys::ddp_backend_name(self.raw, &mut name) })?;
-        // SAFETY: a static string.
-        Ok(unsafe { CStr::from_ptr(name) }.to_str().unwrap_or("?"))
-    }
-
-    /// Reduces every tensor in place across all ranks with `op`. Collective.
-    ///
-    /// ```
-    /// let comm = ddp::Comm::init()?;
-    /// let mut a = vec![1.0f32, 2.0];
-    /// let mut b = vec![3i32];
-    /// comm.allreduce(&mut [&mut a], ddp::Op::Sum)?;
-    /// // Integers cannot be averaged:
-    /// let err = comm.allreduce(&mut [&mut b], ddp::Op::Avg).unwrap_err();
-    /// assert_eq!(err.kind(), ddp::ErrorKind::InvalidArgument);
-    /// # Ok::<(), ddp::Error>(())
-    /// ```
-    pub fn allreduce<L: Tensors + ?Sized>(&self, tensors: &mut L, op: Op) -> Result<()> {
-        let list = tensors.tensors_mut();
-        let opts = self.raw_options();
-        check(unsafe {
-            ddp_sys::ddp_allreduce_tensor_list(self.raw, list.as_ptr(), list.len() as i64, op.raw(), &opts)
-        })
-    }
-
-    /// Copies `root`'s tensors into every other rank's. Collective.
-    ///
-    /// ```
-    /// let comm = ddp::Comm::init()?;
-    /// let mut params = vec![0.5f64; 8];
-    /// comm.broadcast(&mut [&mut params], 0)?;
-    /// assert!(comm.broadcast(&mut [&mut params], 1).is_err());   // no rank 1 on one process
-    /// # Ok::<(), ddp::Error>(())
-    /// ```
-    pub fn broadcast<L: Tensors + ?Sized>(&self, tensors: &mut L, root: i32) -> Result<()> {
-        let list = tensors.tensors_mut();
-        let opts = self.raw_options();
-        check(unsafe { ddp_sys::ddp_broadcast_tensor_list(self.raw, list.as_ptr(), list.len() as i64, root, &opts) })
-    }
-
-    /// Reduces every rank's tensors into `root`'s with `op`; other ranks'
-    /// tensors stay as they were. Collective.
-    ///
-    /// ```
-    /// let comm = ddp::Comm::init()?;
-    /// let mut loss = vec![0.25f64];
-    /// comm.reduce(&mut [&mut loss], ddp::Op::Sum, 0)?;
-    /// # Ok::<(), ddp::Error>(())
-    /// ```
-    pub fn reduce<L: Tensors + ?Sized>(&self, tensors: &mut L, op: Op, root: i32) -> Result<()> {
-        let list = tensors.tensors_mut();
-        let opts = self.raw_options();
-        check(unsafe {
-            ddp_sys::ddp_reduce_tensor_list(self.raw, list.as_ptr(), list.len() as i64, op.raw(), root, &opts)
-        })
-    }
-
-    /// Makes every rank's optimizer state (leaf tensors and scalars such as
-    /// step counts) equal `root`'s, after checking every rank holds the same
-    /// structure. Collective.
-    ///
-    /// ```
-    /// let comm = ddp::Comm::init()?;
-    /// let (mut m, mut v) = (vec![0.0f32; 4], vec![0.0f32; 4]);
-    /// let mut scalars = [10.0, 1e-3];   // step, learning rate
-    /// comm.sync_optimizer_state(&mut [&mut m, &mut v], &mut scalars, 0)?;
-    /// # Ok::<(), ddp::Error>(())
-    /// ```
-    pub fn sync_optimizer_state<L: Tensors + ?Sized>(
-        &self,
-        leaves: &mut L,
-        scalars: &mut [f64],
-        root: i32,
-    ) -> Result<()> {
-        let list = leaves.tensors_mut();
-        let opts = self.raw_options();
-        check(unsafe {
-            ddp_sys::ddp_sync_optimizer_state(
-                self.raw,
-                list.as_ptr(),
-                list.len() as i64,
-                scalars.as_mut_ptr(),
-                scalars.len() as i64,
-                root,
-                &opts,
-            )
-        })
-    }
-
-    /// Compares every tensor's bytes across ranks. Collective.
-    ///
-    /// ```
-    /// let comm = ddp::Comm::init()?;
-    /// let params = vec![1.0f32; 16];
-    /// assert!(comm.check_replicas(&[params])?.is_identical());
-    /// # Ok::<(), ddp::Error>(())
-    /// ```
-    pub fn check_replicas<L: Views + ?Sized>(&self, tensors: &L) -> Result<Replicas> {
-        let list = tensors.views();
-        let opts = self.raw_options();
-        let mut identical = 0;
-        check(unsafe {
-            ddp_sys::ddp_check_replicas(self.raw, list.as_ptr(), list.len() as i64, &opts, &mut identical)
-        })?;
-        Ok(if identical == 1 { Replicas::Identical } else { Replicas::Differ(last_error_message()) })
-    }
-
-    /// Returns when every rank has called it. Collective.
-    pub fn barrier(&self) -> Result<()> {
-        let opts = self.raw_options();
-        check(unsafe { ddp_sys::ddp_barrier(self.raw, &opts) })
+    /// `"self"`, `"mpi"` or `"nccl"`.
+    pub fn backend_name(&self) -> &'static str {
+        self.backend_name
     }
 
     /// Logs `message` as `[ddp RANK/SIZE HH:MM:SS.mmm] message` (to stderr,
@@ -384,6 +254,17 @@ impl Comm {
     pub fn log(&self, level: LogLevel, message: &str) -> Result<()> {
         let message = CString::new(message).map_err(|_| Error::invalid_argument("log message contains a NUL byte"))?;
         check(unsafe { ddp_sys::ddp_log(self.raw, level.raw(), message.as_ptr()) })
+    }
+
+    /// Breaks the communicator on purpose and tells every peer, for a rank
+    /// that hit an error of its own (a NaN loss, out of memory) and is about
+    /// to stop: every later call on it fails with [`crate::ErrorKind::Timeout`],
+    /// here saying `reason`, on the peers naming this rank, instead of the peers
+    /// waiting for this rank until their timeout. Local; never waits for
+    /// peers. Experimental in libddp's C API (`ddp_comm_abort`).
+    pub fn abort(&self, reason: &str) -> Result<()> {
+        let reason = CString::new(reason).map_err(|_| Error::invalid_argument("abort reason contains a NUL byte"))?;
+        check(unsafe { ddp_sys::ddp_comm_abort(self.raw, reason.as_ptr()) })
     }
 
     /// Finalizes now and reports the status that `Drop` would ignore. Collective.

@@ -9,9 +9,15 @@ mod sealed {
 /// [`half::f16`] and [`half::bf16`]. Sealed, so the dtype passed to libddp
 /// always matches the memory: a wrong dtype does not compile.
 ///
+/// Use `half` 1.x for `f16` and `bf16`: the crate this one re-exports as
+/// [`crate::half`] (a crate that depends on `half = "1"` gets the same one).
+/// `half` 2's types are other types and do not compile here.
+///
 /// ```
-/// use ddp::Element;
-/// assert_eq!(f32::DTYPE, ddp_sys::ddp_dtype::DDP_DTYPE_F32);
+/// let comm = ddp::Comm::init()?;
+/// let mut scale = vec![ddp::half::f16::from_f32(0.5)];
+/// comm.allreduce(&mut [&mut scale], ddp::Op::Max)?;
+/// # Ok::<(), ddp::Error>(())
 /// ```
 ///
 /// ```compile_fail
@@ -21,6 +27,7 @@ mod sealed {
 /// ```
 pub trait Element: sealed::Sealed + Copy + Send + 'static {
     /// The `ddp_dtype` value of this type.
+    #[doc(hidden)]
     const DTYPE: ddp_dtype::Type;
 }
 

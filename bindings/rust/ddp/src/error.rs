@@ -58,6 +58,14 @@ impl ErrorKind {
 /// let err = ddp::shard_indices(-1, 0, 1, &ddp::ShardOptions::default()).unwrap_err();
 /// assert_eq!(err.kind(), ddp::ErrorKind::InvalidArgument);
 /// assert!(err.message().contains("n_items"));
+/// assert_eq!(err.status_name(), "DDP_ERR_INVALID_ARGUMENT");
+/// ```
+///
+/// Its API is this crate's own: no `ddp_sys` type shows through it.
+///
+/// ```compile_fail,E0599
+/// let err = ddp::shard_indices(-1, 0, 1, &ddp::ShardOptions::default()).unwrap_err();
+/// let _: ddp_sys::ddp_status = err.status();
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
@@ -72,11 +80,6 @@ impl Error {
     /// The kind of failure.
     pub fn kind(&self) -> ErrorKind {
         ErrorKind::from_status(self.status)
-    }
-
-    /// The raw `ddp_status`.
-    pub fn status(&self) -> ddp_status {
-        self.status
     }
 
     /// libddp's message for this failure.

@@ -5,7 +5,15 @@
 //!
 //! Every call returns [`Result`]; a rank that passes a different list, dtype,
 //! length, op or root makes every rank's call return an [`Error`] of kind
-//! [`ErrorKind::Mismatch`] instead of hanging.
+//! [`ErrorKind::Mismatch`] instead of hanging, and a rank whose own input is
+//! invalid gets its error while every peer gets one naming it.
+//!
+//! A training loop reduces its gradients with a [`Reducer`] (gradients
+//! computed straight into its buckets, each bucket reduced while the rest is
+//! computed); [`Comm::with`] gives any collective options for that call only
+//! ([`CollectiveOptions`]); [`DeviceSlice`] passes GPU memory, which the
+//! `nccl` backend ([`Backend::Nccl`]) reduces on the GPUs. Building a crate of
+//! your own against this one: see `docs/rust.md` in the libddp repository.
 //!
 //! ```
 //! use ddp::{Comm, Op, Sampler};
@@ -25,21 +33,27 @@
 //! ```
 #![warn(missing_docs)]
 
+mod collectives;
 mod comm;
 mod element;
 mod error;
 pub mod logging;
+mod options;
+mod reducer;
 mod scope;
 mod shard;
 mod tensors;
 
-pub use comm::{Backend, CollectiveOptions, Comm, InitOptions, LogLevel, Op, Replicas};
+pub use collectives::{Collectives, Replicas};
+pub use comm::{Backend, Comm, InitOptions, LogLevel, Op};
 pub use element::Element;
 pub use error::{Error, ErrorKind, Result};
 pub use half;
+pub use options::CollectiveOptions;
+pub use reducer::{Gradient, Reducer, Step};
 pub use scope::{Request, Scope};
 pub use shard::{shard_count, shard_indices, Indices, Sampler, ShardOptions, Strategy};
-pub use tensors::{BorrowedBuffer, BorrowedTensors, Buffer, TensorList, Tensors, View, Views};
+pub use tensors::{BorrowedBuffer, BorrowedTensors, Buffer, DeviceSlice, TensorList, Tensors, View, Views};
 
 /// The run-time library's version, `"major.minor.patch"`.
 ///

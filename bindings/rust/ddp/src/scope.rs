@@ -5,11 +5,11 @@ use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::ptr;
 
-use ddp_sys::ddp_request;
+use ddp_sys::{ddp_collective_options, ddp_request};
 
 use crate::error::check;
 use crate::tensors::BorrowedTensors;
-use crate::{Comm, Op, Result};
+use crate::{CollectiveOptions, Collectives, Comm, Op, Result};
 
 /// The scope of [`Comm::scope`]: starts async collectives whose buffers stay
 /// borrowed until the scope ends.
@@ -22,6 +22,8 @@ use crate::{Comm, Op, Result};
 #[derive(Debug)]
 pub struct Scope<'scope, 'env: 'scope> {
     comm: &'env Comm,
+    /// The options of every request started here.
+    options: ddp_collective_options,
     /// Every request started here and not yet freed.
     pending: RefCell<Vec<*mut ddp_request>>,
     scope: PhantomData<&'scope mut &'scope ()>,
@@ -71,7 +73,18 @@ impl Comm {
     where
         F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
     {
-        let scope = Scope { comm: self, pending: RefCell::new(Vec::new()), scope: PhantomData };
+        self.with(CollectiveOptions::new()).scope(f)
+    }
+}
+
+impl<'env> Collectives<'env> {
+    /// [`Comm::scope`], its requests started with these options.
+    pub fn scope<F, R>(&self, f: F) -> Result<R>
+    where
+        F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
+    {
+        let options = self.comm.raw_options(&self.options);
+        let scope = Scope { comm: self.comm, options, pending: RefCell::new(Vec::new()), scope: PhantomData };
         let result = {
             // Waits on drop, so a panic in `f` also waits before the buffers' borrows end.
             let guard = WaitAll(&scope);
@@ -108,7 +121,6 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         op: Op,
     ) -> Result<Request<'scope, 'env>> {
         let list = tensors.tensors_mut();
-        let opts = self.comm.raw_options();
         let mut raw = ptr::null_mut();
         // SAFETY: libddp copies the descriptor array; the buffers are borrowed for 'scope.
         check(unsafe {
@@ -117,7 +129,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 list.as_ptr(),
                 list.len() as i64,
                 op.raw(),
-                &opts,
+                &self.options,
                 &mut raw,
             )
         })?;
@@ -151,6 +163,21 @@ impl Request<'_, '_> {
         let status = check(unsafe { ddp_sys::ddp_request_wait(self.raw) });
         let freed = check(unsafe { ddp_sys::ddp_request_free(self.raw) });
         status.and(freed)
+    }
+
+    /// Makes the `cudaStream_t` `stream` (null: the legacy default stream)
+    /// wait for this request without blocking the host, where it runs on the
+    /// GPU (device buffers, `nccl` backend): work enqueued on that stream
+    /// afterwards starts once the reduction has finished. Any other request
+    /// is waited for on the host. Returns the request's status when it is
+    /// known by then; [`Request::wait`] still ends it. Experimental in
+    /// libddp's C API (`ddp_request_stream_wait`).
+    ///
+    /// # Safety
+    /// `stream` is null, `cudaStreamPerThread` (2) or a live stream of the
+    /// communicator's device.
+    pub unsafe fn stream_wait(&self, stream: *mut std::ffi::c_void) -> Result<()> {
+        check(ddp_sys::ddp_request_stream_wait(self.raw, stream))
     }
 
     /// Whether the allreduce has completed; `Err` when it completed with an

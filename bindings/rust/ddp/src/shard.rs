@@ -114,7 +114,7 @@ pub struct Sampler {
 impl Sampler {
     /// A sampler of `n_items` for this communicator's rank and size.
     pub fn new(comm: &Comm, n_items: usize) -> Result<Sampler> {
-        Ok(Self::for_rank(n_items, comm.rank()?, comm.size()?))
+        Ok(Self::for_rank(n_items, comm.rank(), comm.size()))
     }
 
     /// A sampler for `rank` of `world`, without a communicator.

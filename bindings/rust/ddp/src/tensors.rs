@@ -1,5 +1,6 @@
 //! What a collective accepts as a list of tensors: slices, vectors and lists
-//! of them of one element type, or a [`TensorList`] of mixed types.
+//! of them of one element type, device memory ([`DeviceSlice`]), or a
+//! [`TensorList`] of mixed types.
 use std::marker::PhantomData;
 
 use ddp_sys::{ddp_device_type, ddp_tensor};
@@ -22,6 +23,83 @@ fn describe<T: Element>(data: *const T, len: usize) -> ddp_tensor {
         device_type: ddp_device_type::DDP_DEVICE_CPU as i32,
         device_id: 0,
         flags: 0,
+    }
+}
+
+/// `len` elements of `T` in the memory of a CUDA device (from CUDA, cudarc,
+/// a framework's tensor), for the `nccl` backend, which reduces them on the
+/// GPU (the `mpi` backend stages them through the host). It is a borrow:
+/// the memory stays the caller's, and libddp writes it only during a call
+/// (or an async request's scope).
+///
+/// On a rank without a usable GPU, every call with a device slice fails
+/// with [`crate::ErrorKind::Unsupported`] saying why, and its peers fail too.
+///
+/// ```
+/// let comm = ddp::Comm::init()?;
+/// let mut fake = [0.0f32; 4];   // stands for device memory; no GPU here
+/// let grads = unsafe { ddp::DeviceSlice::from_raw_parts(fake.as_mut_ptr(), 4, 0) };
+/// if comm.device().is_none() {
+///     let err = comm.allreduce(&mut [grads], ddp::Op::Avg).unwrap_err();
+///     assert_eq!(err.kind(), ddp::ErrorKind::Unsupported);
+/// }
+/// # Ok::<(), ddp::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct DeviceSlice<'a, T: Element> {
+    data: *mut T,
+    len: usize,
+    device: i32,
+    borrow: PhantomData<&'a mut [T]>,
+}
+
+impl<'a, T: Element> DeviceSlice<'a, T> {
+    /// The device memory at `data`: `len` elements of `T` on CUDA device
+    /// `device` (the communicator's, [`crate::Comm::device`]).
+    ///
+    /// # Safety
+    /// `data` points to `len` elements of `T` allocated on device `device`
+    /// (or is any pointer when `len` is 0), valid for `'a`, and nothing else
+    /// reads or writes them during a call that uses this slice.
+    pub unsafe fn from_raw_parts(data: *mut T, len: usize, device: i32) -> Self {
+        DeviceSlice { data, len, device, borrow: PhantomData }
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The CUDA device.
+    pub fn device(&self) -> i32 {
+        self.device
+    }
+
+    fn tensor(&self) -> ddp_tensor {
+        ddp_tensor {
+            device_type: ddp_device_type::DDP_DEVICE_CUDA as i32,
+            device_id: self.device,
+            ..describe(self.data, self.len)
+        }
+    }
+}
+
+impl<T: Element> sealed::SealedBuffer for DeviceSlice<'_, T> {}
+impl<T: Element> Buffer for DeviceSlice<'_, T> {
+    fn tensor_mut(&mut self) -> ddp_tensor {
+        self.tensor()
+    }
+}
+
+impl<T: Element> sealed::SealedBuffer for &mut DeviceSlice<'_, T> {}
+impl<T: Element> Buffer for &mut DeviceSlice<'_, T> {
+    fn tensor_mut(&mut self) -> ddp_tensor {
+        self.tensor()
     }
 }
 
@@ -121,6 +199,12 @@ impl<'a> TensorList<'a> {
         self
     }
 
+    /// Appends device memory.
+    pub fn push_device<T: Element>(&mut self, buffer: DeviceSlice<'a, T>) -> &mut Self {
+        self.tensors.push(buffer.tensor());
+        self
+    }
+
     /// The number of tensors.
     pub fn len(&self) -> usize {
         self.tensors.len()
@@ -151,6 +235,10 @@ impl<T: Element> sealed::SealedBorrowed for &mut [T] {}
 impl<T: Element> BorrowedBuffer for &mut [T] {}
 impl<T: Element> sealed::SealedBorrowed for &mut Vec<T> {}
 impl<T: Element> BorrowedBuffer for &mut Vec<T> {}
+impl<T: Element> sealed::SealedBorrowed for DeviceSlice<'_, T> {}
+impl<T: Element> BorrowedBuffer for DeviceSlice<'_, T> {}
+impl<T: Element> sealed::SealedBorrowed for &mut DeviceSlice<'_, T> {}
+impl<T: Element> BorrowedBuffer for &mut DeviceSlice<'_, T> {}
 
 impl<B: BorrowedBuffer, const N: usize> sealed::SealedBorrowed for [B; N] {}
 impl<B: BorrowedBuffer, const N: usize> BorrowedTensors for [B; N] {}
@@ -177,6 +265,19 @@ macro_rules! view {
     )*};
 }
 view!(&[T], &Vec<T>, &mut [T], &mut Vec<T>, Vec<T>);
+
+impl<T: Element> sealed::SealedView for DeviceSlice<'_, T> {}
+impl<T: Element> View for DeviceSlice<'_, T> {
+    fn view(&self) -> ddp_tensor {
+        self.tensor()
+    }
+}
+impl<T: Element> sealed::SealedView for &DeviceSlice<'_, T> {}
+impl<T: Element> View for &DeviceSlice<'_, T> {
+    fn view(&self) -> ddp_tensor {
+        self.tensor()
+    }
+}
 
 /// A list of tensors a collective only reads: an array, slice or `Vec` of
 /// [`View`]s, or a [`TensorList`].

@@ -36,7 +36,7 @@ fn check_dtype<T: Element + PartialEq + std::fmt::Debug>(
     to: impl Fn(T) -> f64,
     tolerance: f64,
 ) {
-    let (rank, size) = (comm.rank().unwrap(), comm.size().unwrap());
+    let (rank, size) = (comm.rank(), comm.size());
     // Lengths around the fusion threshold: fused, and alone in place.
     for len in [1usize, 33, 70_000] {
         let mut data: Vec<T> = input(rank, len).into_iter().map(&from).collect();
@@ -71,14 +71,14 @@ fn every_dtype_and_op(comm: &Comm) {
 }
 
 fn u8_sum_wraps(comm: &Comm) {
-    let size = comm.size().unwrap();
+    let size = comm.size();
     let mut data = vec![200u8; 5];
     comm.allreduce(&mut [&mut data], Op::Sum).unwrap();
     assert_eq!(data, vec![(200u32 * size as u32 % 256) as u8; 5]);
 }
 
 fn mixed_list(comm: &Comm) {
-    let (rank, size) = (comm.rank().unwrap(), comm.size().unwrap());
+    let (rank, size) = (comm.rank(), comm.size());
     let mut a = vec![rank as f32; 3];
     let mut b = vec![rank as i64 + 1; 2];
     let mut c = vec![bf16::from_f32(1.0); 4];
@@ -92,7 +92,7 @@ fn mixed_list(comm: &Comm) {
 }
 
 fn mismatched_lengths_fail_on_every_rank(comm: &Comm) {
-    let rank = comm.rank().unwrap();
+    let rank = comm.rank();
     let mut data = vec![1.0f32; if rank == 0 { 4 } else { 5 }];
     let err = comm.allreduce(&mut [&mut data], Op::Sum).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Mismatch, "{err}");
@@ -101,7 +101,7 @@ fn mismatched_lengths_fail_on_every_rank(comm: &Comm) {
 }
 
 fn mismatched_dtypes_fail_on_every_rank(comm: &Comm) {
-    let rank = comm.rank().unwrap();
+    let rank = comm.rank();
     let mut floats = vec![1.0f32; 4];
     let mut ints = vec![1i32; 4];
     let err = if rank == 1 {
@@ -113,14 +113,14 @@ fn mismatched_dtypes_fail_on_every_rank(comm: &Comm) {
 }
 
 fn mismatched_roots_fail_on_every_rank(comm: &Comm) {
-    let rank = comm.rank().unwrap();
+    let rank = comm.rank();
     let mut data = vec![1.0f64; 2];
     let err = comm.broadcast(&mut [&mut data], if rank == 0 { 0 } else { 1 }).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Mismatch, "{err}");
 }
 
 fn one_invalid_rank_fails_every_rank(comm: &Comm) {
-    let rank = comm.rank().unwrap();
+    let rank = comm.rank();
     let mut data = vec![1i32; 3];
     let op = if rank == 0 { Op::Avg } else { Op::Sum };
     let err = comm.allreduce(&mut [&mut data], op).unwrap_err();
@@ -133,7 +133,7 @@ fn one_invalid_rank_fails_every_rank(comm: &Comm) {
 }
 
 fn broadcast_reduce_and_optimizer_state(comm: &Comm) {
-    let (rank, size) = (comm.rank().unwrap(), comm.size().unwrap());
+    let (rank, size) = (comm.rank(), comm.size());
     let root = size - 1;
     let mut params = vec![rank as f64; 10];
     let mut step = vec![rank as i64];
@@ -159,7 +159,7 @@ fn broadcast_reduce_and_optimizer_state(comm: &Comm) {
 }
 
 fn check_replicas_reports_a_difference(comm: &Comm) {
-    let rank = comm.rank().unwrap();
+    let rank = comm.rank();
     let same = vec![1.0f32; 8];
     assert!(comm.check_replicas(&[&same]).unwrap().is_identical());
     let differs = vec![rank as f32; 8];
@@ -171,7 +171,7 @@ fn check_replicas_reports_a_difference(comm: &Comm) {
 }
 
 fn async_allreduce(comm: &Comm) {
-    let (rank, size) = (comm.rank().unwrap(), comm.size().unwrap());
+    let (rank, size) = (comm.rank(), comm.size());
     let mut big = vec![rank as f32; 100_000];
     let mut small = vec![1i32; 7];
     let mut forgotten = vec![1.0f64; 3];
@@ -202,8 +202,40 @@ fn async_allreduce(comm: &Comm) {
     assert_eq!(err.kind(), ErrorKind::Mismatch, "{err}");
 }
 
+fn reducer_averages_every_rank_gradients(comm: &Comm) {
+    let (rank, size) = (comm.rank(), comm.size());
+    let like = (vec![0.0f32; 3000], vec![0.0f32; 5], vec![0.0f64; 3]);
+    let mut list = TensorList::new();
+    let (mut a, mut b, mut c) = like.clone();
+    list.push(&mut a).push(&mut b).push(&mut c);
+    // Small buckets: several reductions in flight while gradients are computed.
+    let mut reducer = comm.with(ddp::CollectiveOptions::new().fusion_bytes(256)).reducer(&list, Op::Avg).unwrap();
+    let value = |r: i32, i: usize, j: usize, step: usize| (r as usize * 10 + i * 3 + j % 7 + step) as f64;
+    let mean = |i: usize, j: usize, step: usize| (0..size).map(|r| value(r, i, j, step)).sum::<f64>() / size as f64;
+    for step_number in 0..3 {
+        let step = reducer.step();
+        // The backward pass: the last gradients first, each marked as it is done.
+        let mut c = step.gradient::<f64>(2).unwrap();
+        c.iter_mut().enumerate().for_each(|(j, g)| *g = value(rank, 2, j, step_number));
+        step.mark_ready(c).unwrap();
+        let grads: Vec<_> = (0..2).map(|i| step.gradient::<f32>(i).unwrap()).collect();
+        for mut grad in grads.into_iter().rev() {
+            let i = grad.index();
+            grad.iter_mut().enumerate().for_each(|(j, g)| *g = value(rank, i, j, step_number) as f32);
+            step.mark_ready(grad).unwrap();
+        }
+        step.wait().unwrap();
+        for i in 0..2 {
+            let grad = reducer.gradient::<f32>(i).unwrap();
+            assert!(grad.iter().enumerate().all(|(j, &g)| g as f64 == mean(i, j, step_number)), "gradient {i}");
+        }
+        let grad = reducer.gradient::<f64>(2).unwrap();
+        assert!(grad.iter().enumerate().all(|(j, &g)| g == mean(2, j, step_number)), "gradient 2");
+    }
+}
+
 fn sampler_covers_every_item(comm: &Comm) {
-    let (rank, size) = (comm.rank().unwrap(), comm.size().unwrap());
+    let (rank, size) = (comm.rank(), comm.size());
     for n in [10usize, 97, 1000] {
         let mut sampler = Sampler::new(comm, n).unwrap().seed(3);
         for epoch in 0..3 {
@@ -231,8 +263,8 @@ fn log_from_every_rank(comm: &Comm) {
 
 fn main() {
     let comm = Comm::init().expect("ddp init");
-    assert_eq!(comm.backend_name().unwrap(), "mpi", "run under mpirun");
-    let tests: [(&str, fn(&Comm)); 12] = [
+    assert_eq!(comm.backend_name(), "mpi", "run under mpirun");
+    let tests: [(&str, fn(&Comm)); 13] = [
         ("every_dtype_and_op", every_dtype_and_op),
         ("u8_sum_wraps", u8_sum_wraps),
         ("mixed_list", mixed_list),
@@ -243,6 +275,7 @@ fn main() {
         ("broadcast_reduce_and_optimizer_state", broadcast_reduce_and_optimizer_state),
         ("check_replicas_reports_a_difference", check_replicas_reports_a_difference),
         ("async_allreduce", async_allreduce),
+        ("reducer_averages_every_rank_gradients", reducer_averages_every_rank_gradients),
         ("sampler_covers_every_item", sampler_covers_every_item),
         ("log_from_every_rank", log_from_every_rank),
     ];

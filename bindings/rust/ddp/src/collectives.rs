@@ -1,0 +1,202 @@
+//! The blocking collectives, on a [`Comm`] with libddp's default options or
+//! through [`Comm::with`] with options for those calls only.
+use crate::error::{check, last_error_message};
+use crate::{CollectiveOptions, Comm, Op, Result, Tensors, Views};
+
+/// Whether [`Comm::check_replicas`] found every rank's tensors identical.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replicas {
+    /// Every tensor holds the same bytes on every rank.
+    Identical,
+    /// They differ; libddp's message names the first differing tensor and two ranks.
+    Differ(String),
+}
+
+impl Replicas {
+    /// `true` for [`Replicas::Identical`].
+    pub fn is_identical(&self) -> bool {
+        matches!(self, Replicas::Identical)
+    }
+}
+
+/// A communicator's collectives with per-call [`CollectiveOptions`], from
+/// [`Comm::with`]. Each method is the [`Comm`] method of the same name; the
+/// options hold for the calls made through this value and nothing else.
+///
+/// ```
+/// use std::time::Duration;
+/// let comm = ddp::Comm::init()?;
+/// let mut loss = vec![0.5f64];
+/// let patient = comm.with(ddp::CollectiveOptions::new().timeout(Duration::from_secs(3600)));
+/// patient.allreduce(&mut [&mut loss], ddp::Op::Avg)?;   // the first step may be slow
+/// comm.allreduce(&mut [&mut loss], ddp::Op::Avg)?;      // the communicator's timeout again
+/// # Ok::<(), ddp::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Collectives<'c> {
+    pub(crate) comm: &'c Comm,
+    pub(crate) options: CollectiveOptions,
+}
+
+impl Comm {
+    /// This communicator's collectives with `options` for those calls only.
+    pub fn with(&self, options: CollectiveOptions) -> Collectives<'_> {
+        Collectives { comm: self, options }
+    }
+
+    fn defaults(&self) -> Collectives<'_> {
+        self.with(CollectiveOptions::new())
+    }
+
+    /// Reduces every tensor in place across all ranks with `op`. Collective.
+    ///
+    /// ```
+    /// let comm = ddp::Comm::init()?;
+    /// let mut a = vec![1.0f32, 2.0];
+    /// let mut b = vec![3i32];
+    /// comm.allreduce(&mut [&mut a], ddp::Op::Sum)?;
+    /// // Integers cannot be averaged:
+    /// let err = comm.allreduce(&mut [&mut b], ddp::Op::Avg).unwrap_err();
+    /// assert_eq!(err.kind(), ddp::ErrorKind::InvalidArgument);
+    /// # Ok::<(), ddp::Error>(())
+    /// ```
+    pub fn allreduce<L: Tensors + ?Sized>(&self, tensors: &mut L, op: Op) -> Result<()> {
+        self.defaults().allreduce(tensors, op)
+    }
+
+    /// Copies `root`'s tensors into every other rank's. Collective.
+    ///
+    /// ```
+    /// let comm = ddp::Comm::init()?;
+    /// let mut params = vec![0.5f64; 8];
+    /// comm.broadcast(&mut [&mut params], 0)?;
+    /// assert!(comm.broadcast(&mut [&mut params], 1).is_err());   // no rank 1 on one process
+    /// # Ok::<(), ddp::Error>(())
+    /// ```
+    pub fn broadcast<L: Tensors + ?Sized>(&self, tensors: &mut L, root: i32) -> Result<()> {
+        self.defaults().broadcast(tensors, root)
+    }
+
+    /// Reduces every rank's tensors into `root`'s with `op`; other ranks'
+    /// tensors stay as they were. Collective.
+    ///
+    /// ```
+    /// let comm = ddp::Comm::init()?;
+    /// let mut loss = vec![0.25f64];
+    /// comm.reduce(&mut [&mut loss], ddp::Op::Sum, 0)?;
+    /// # Ok::<(), ddp::Error>(())
+    /// ```
+    pub fn reduce<L: Tensors + ?Sized>(&self, tensors: &mut L, op: Op, root: i32) -> Result<()> {
+        self.defaults().reduce(tensors, op, root)
+    }
+
+    /// Makes every rank's optimizer state (leaf tensors and scalars such as
+    /// step counts) equal `root`'s, after checking every rank holds the same
+    /// structure. Collective.
+    ///
+    /// ```
+    /// let comm = ddp::Comm::init()?;
+    /// let (mut m, mut v) = (vec![0.0f32; 4], vec![0.0f32; 4]);
+    /// let mut scalars = [10.0, 1e-3];   // step, learning rate
+    /// comm.sync_optimizer_state(&mut [&mut m, &mut v], &mut scalars, 0)?;
+    /// # Ok::<(), ddp::Error>(())
+    /// ```
+    pub fn sync_optimizer_state<L: Tensors + ?Sized>(
+        &self,
+        leaves: &mut L,
+        scalars: &mut [f64],
+        root: i32,
+    ) -> Result<()> {
+        self.defaults().sync_optimizer_state(leaves, scalars, root)
+    }
+
+    /// Compares every tensor's bytes across ranks. Collective.
+    ///
+    /// ```
+    /// let comm = ddp::Comm::init()?;
+    /// let params = vec![1.0f32; 16];
+    /// assert!(comm.check_replicas(&[params])?.is_identical());
+    /// # Ok::<(), ddp::Error>(())
+    /// ```
+    pub fn check_replicas<L: Views + ?Sized>(&self, tensors: &L) -> Result<Replicas> {
+        self.defaults().check_replicas(tensors)
+    }
+
+    /// Returns when every rank has called it. Collective.
+    pub fn barrier(&self) -> Result<()> {
+        self.defaults().barrier()
+    }
+}
+
+impl<'c> Collectives<'c> {
+    /// The communicator.
+    pub fn comm(&self) -> &'c Comm {
+        self.comm
+    }
+
+    /// [`Comm::allreduce`] with these options.
+    pub fn allreduce<L: Tensors + ?Sized>(&self, tensors: &mut L, op: Op) -> Result<()> {
+        let list = tensors.tensors_mut();
+        let opts = self.comm.raw_options(&self.options);
+        check(unsafe {
+            ddp_sys::ddp_allreduce_tensor_list(self.comm.as_raw(), list.as_ptr(), list.len() as i64, op.raw(), &opts)
+        })
+    }
+
+    /// [`Comm::broadcast`] with these options.
+    pub fn broadcast<L: Tensors + ?Sized>(&self, tensors: &mut L, root: i32) -> Result<()> {
+        let list = tensors.tensors_mut();
+        let opts = self.comm.raw_options(&self.options);
+        check(unsafe {
+            ddp_sys::ddp_broadcast_tensor_list(self.comm.as_raw(), list.as_ptr(), list.len() as i64, root, &opts)
+        })
+    }
+
+    /// [`Comm::reduce`] with these options.
+    pub fn reduce<L: Tensors + ?Sized>(&self, tensors: &mut L, op: Op, root: i32) -> Result<()> {
+        let list = tensors.tensors_mut();
+        let opts = self.comm.raw_options(&self.options);
+        check(unsafe {
+            ddp_sys::ddp_reduce_tensor_list(self.comm.as_raw(), list.as_ptr(), list.len() as i64, op.raw(), root, &opts)
+        })
+    }
+
+    /// [`Comm::sync_optimizer_state`] with these options.
+    pub fn sync_optimizer_state<L: Tensors + ?Sized>(
+        &self,
+        leaves: &mut L,
+        scalars: &mut [f64],
+        root: i32,
+    ) -> Result<()> {
+        let list = leaves.tensors_mut();
+        let opts = self.comm.raw_options(&self.options);
+        check(unsafe {
+            ddp_sys::ddp_sync_optimizer_state(
+                self.comm.as_raw(),
+                list.as_ptr(),
+                list.len() as i64,
+                scalars.as_mut_ptr(),
+                scalars.len() as i64,
+                root,
+                &opts,
+            )
+        })
+    }
+
+    /// [`Comm::check_replicas`] with these options.
+    pub fn check_replicas<L: Views + ?Sized>(&self, tensors: &L) -> Result<Replicas> {
+        let list = tensors.views();
+        let opts = self.comm.raw_options(&self.options);
+        let mut identical = 0;
+        check(unsafe {
+            ddp_sys::ddp_check_replicas(self.comm.as_raw(), list.as_ptr(), list.len() as i64, &opts, &mut identical)
+        })?;
+        Ok(if identical == 1 { Replicas::Identical } else { Replicas::Differ(last_error_message()) })
+    }
+
+    /// [`Comm::barrier`] with these options.
+    pub fn barrier(&self) -> Result<()> {
+        let opts = self.comm.raw_options(&self.options);
+        check(unsafe { ddp_sys::ddp_barrier(self.comm.as_raw(), &opts) })
+    }
+}
