@@ -125,6 +125,9 @@ using Libdl
 ''' + LIBRARY_LOOKUP]
     out += [f"const {c.name} = {c.value}" for c in header.constants]
     for e in header.enums:
+        values = [value for _, value in e.items]
+        if len(set(values)) != len(values):
+            raise GeneratorError(f"{e.name}: two names share a value, which a Base @enum refuses")
         base = "Int32" if any(value < 0 for _, value in e.items) else "UInt32"
         out.append(f"\n@enum {e.name}::{base} begin")
         out += [f"    {name} = {value}" for name, value in e.items]
