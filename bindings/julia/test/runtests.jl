@@ -32,6 +32,12 @@ end
 
 const LOADED = Dict(name => loadable(name) for name in EXTENSIONS)
 
+# MPI.jl must use the system MPI, as libddp does: two MPIs in one process do not work.
+if LOADED[:MPI] && !(isdefined(MPI, :MPIPreferences) && MPI.MPIPreferences.binary == "system")
+    @warn "MPI.jl does not use the system MPI (MPIPreferences.use_system_binary()); its extension's tests are skipped"
+    LOADED[:MPI] = false
+end
+
 """A struct in a parameter tree: walked through Functors.jl (declared a functor where
 Functors.jl does not treat every struct as one)."""
 struct Layer
