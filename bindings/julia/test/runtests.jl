@@ -78,14 +78,13 @@ function ddp_error(f, status)
     return error
 end
 
-"""Output and exit code of a fresh `julia` that loads DDP and prints `expression`,
-with `env` replacing the variables named (a value `nothing` removes one)."""
-function in_fresh_julia(expression::AbstractString, env::Dict)
+"""Output and exit code of a fresh `julia` in `project` that loads DDP and prints
+`expression`, with `env` replacing the variables named (a value `nothing` removes one)."""
+function in_fresh_julia(expression::AbstractString, env::Dict; project = dirname(@__DIR__))
     environment = Dict(k => v for (k, v) in ENV if !haskey(env, k))
     for (k, v) in env
         v === nothing || (environment[k] = v)
     end
-    project = dirname(@__DIR__)
     script = "using DDP; try print($expression); catch e; print(sprint(showerror, e)); exit(3); end"
     command = setenv(`$(Base.julia_cmd()) --startup-file=no --project=$project -e $script`, environment)
     output = IOBuffer()
@@ -341,11 +340,30 @@ testset("finding libddp: DDP_LIBRARY, the system, pkg-config's libdir") do
     end
 end
 
-testset("set_libddp_path! needs Preferences.jl, reading the preference does not") do
+testset("the libddp_path preference: read without Preferences.jl, DDP_LIBRARY wins") do
     if DDP.PREFERENCE_WRITER[] === nothing  # the Preferences extension is not loaded
         @test_throws ArgumentError DDP.set_libddp_path!("/opt/libddp/lib/libddp.so.0")
     end
-    @test LibDDP.preferred_path() === nothing || LibDDP.preferred_path() isa String
+    # Fresh processes on rank 0, in a copy of the package's project holding a
+    # LocalPreferences.toml (Base reads preferences from Julia 1.6 on).
+    if rank == 0 && isdefined(Base, :get_preferences)
+        here = LibDDP.libddp_path()
+        mktempdir() do project
+            package = dirname(@__DIR__)
+            cp(joinpath(package, "Project.toml"), joinpath(project, "Project.toml"))
+            symlink(joinpath(package, "src"), joinpath(project, "src"))
+            preferences = joinpath(project, "LocalPreferences.toml")
+            run_in_project(env) = in_fresh_julia("DDP.LibDDP.libddp_path()", env; project = project)
+            write(preferences, "[DDP]\nlibddp_path = \"/nonexistent/preferred/libddp.so.0\"\n")
+            output, code = run_in_project(Dict("DDP_LIBRARY" => nothing))
+            @test code == 3 && occursin("named by the libddp_path preference", output)
+            write(preferences, "[DDP]\nlibddp_path = \"$here\"\n")
+            output, code = run_in_project(Dict("DDP_LIBRARY" => nothing))
+            @test code == 0 && realpath(output) == realpath(here)
+            output, code = run_in_project(Dict("DDP_LIBRARY" => "/nonexistent/env/libddp.so.0"))
+            @test code == 3 && occursin("named by the environment variable DDP_LIBRARY", output)
+        end
+    end
 end
 
 testset("Functors extension: structs in trees"; runs = LOADED[:Functors]) do
