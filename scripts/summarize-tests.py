@@ -1,6 +1,8 @@
 """Prints one line 'N passed, N failed' over every suite: Meson's testlogs
 (*.json, one JSON object a line; several builds may be given), pytest's junit
-files and cargo's libtest output.
+files, and the libtest-style lines of cargo and of the Julia suites
+(scripts/run-julia-tests; a directory that does not exist, as build/julia where
+no julia ran, holds no results).
 
 A result file is named SUITE-npN-rankR.xml (junit) or SUITE-npN-rankR.libtest
 (libtest's `test NAME ... ok|FAILED|ignored` lines): a test run under mpirun

@@ -1,6 +1,8 @@
 """Writes bindings/julia/src/LibDDP.jl from the header model, in the style of
-Clang.jl's generator: @cenum enums, isbits structs, opaque mutable structs for
-handles, and one function per C function wrapping @ccall with exact types."""
+Clang.jl's generator: isbits structs, opaque mutable structs for handles, and one
+function per C function wrapping @ccall with exact types. It needs Base and the
+standard library Libdl alone (no CEnum, no Preferences), so that `using DDP` works
+on a machine with no package registry: C enums are Base `@enum`s."""
 from __future__ import annotations
 
 from swig_model import CType, GeneratorError, Header, generated_notice
@@ -34,39 +36,66 @@ LIBRARY_LOOKUP = '''
     libddp_path()
 
 The libddp every function below calls, looked up when first called (never frozen at
-precompile time), in the order JLL packages use for overrides:
+precompile time), first match wins:
 
-1. the Preferences.jl setting `libddp_path` of the DDP package
-   (`DDP.set_libddp_path!(path)` writes it to LocalPreferences.toml);
-2. `ENV["DDP_LIBRARY"]`;
-3. the system's `libddp.so.0` through the dynamic loader (`ldconfig`, `LD_LIBRARY_PATH`).
+1. `ENV["DDP_LIBRARY"]`, a path or a name for the dynamic loader;
+2. the preference `libddp_path` of the DDP package in LocalPreferences.toml
+   (`DDP.set_libddp_path!` writes it; read here through Base, no Preferences.jl needed);
+3. the system's `libddp.so.0` through the dynamic loader (`ldconfig`, `LD_LIBRARY_PATH`);
+4. `libddp.so.0` in the `libdir` that `pkg-config --variable=libdir ddp` names.
 
-A `libddp_jll` would come between 2 and 3, its `libddp_path` taking the place of the
-system library. `ccall` caches the result per call site, so the lookup runs once.
+A `DDP_LIBRARY` or preference that cannot be loaded is an error saying so, never a
+fallback to another libddp. `ccall` caches the result per call site, so the lookup
+runs once per session.
 """
 function libddp_path()
     path = LIBDDP_PATH[]
     path === nothing || return path
-    preferred = Preferences.load_preference(parentmodule(@__MODULE__), "libddp_path", nothing)
-    found = if preferred !== nothing
-        loadable(preferred, "the Preferences.jl setting libddp_path")
-    elseif !isempty(get(ENV, "DDP_LIBRARY", ""))
-        loadable(ENV["DDP_LIBRARY"], "DDP_LIBRARY")
+    preferred = preferred_path()
+    found = if !isempty(get(ENV, "DDP_LIBRARY", ""))
+        loadable(ENV["DDP_LIBRARY"], "the environment variable DDP_LIBRARY")
+    elseif preferred !== nothing
+        loadable(preferred, "the libddp_path preference of DDP in LocalPreferences.toml")
     else
-        loadable(Sys.isapple() ? "libddp.0.dylib" : "libddp.so.0", "the system loader")
+        system_or_pkg_config_path()
     end
     LIBDDP_PATH[] = found
     return found
 end
 
 const LIBDDP_PATH = Ref{Union{Nothing, String}}(nothing)
+const SYSTEM_NAME = Sys.isapple() ? "libddp.0.dylib" : "libddp.so.0"
 
-"""The path when the loader can open it, else an error saying where it came from."""
+"""The `libddp_path` preference of the DDP package, or `nothing` (Julia < 1.6: none)."""
+function preferred_path()
+    isdefined(Base, :get_preferences) || return nothing
+    package = Base.PkgId(parentmodule(@__MODULE__))
+    package.uuid === nothing && return nothing
+    path = get(Base.get_preferences(package.uuid), "libddp_path", nothing)
+    return path isa AbstractString ? String(path) : nothing
+end
+
+"""The path the loader opened `path` from, else an error naming where `path` came from."""
 function loadable(path::AbstractString, source::AbstractString)
     handle = Libdl.dlopen(path; throw_error = false)
-    handle === nothing && error("libddp: cannot load $(repr(path)) (from $source); install " *
-                                "libddp or point DDP_LIBRARY or the libddp_path preference at it")
-    return String(path)
+    handle === nothing && error("libddp: cannot load $(repr(path)), named by $source; " *
+                                "point it at a libddp.so.0 that exists, or unset it")
+    return Libdl.dlpath(handle)
+end
+
+"""The system's libddp, else the one in pkg-config's libdir, else an error naming both."""
+function system_or_pkg_config_path()
+    handle = Libdl.dlopen(SYSTEM_NAME; throw_error = false)
+    handle === nothing || return Libdl.dlpath(handle)
+    pkg_config = Sys.which("pkg-config")
+    libdir = pkg_config === nothing ? "" :
+        strip(read(ignorestatus(`$pkg_config --variable=libdir ddp`), String))
+    candidate = isempty(libdir) ? "" : joinpath(libdir, SYSTEM_NAME)
+    handle = isempty(candidate) ? nothing : Libdl.dlopen(candidate; throw_error = false)
+    handle === nothing || return Libdl.dlpath(handle)
+    error("libddp: $SYSTEM_NAME is not on the system loader's path and " *
+          (isempty(libdir) ? "pkg-config knows no package ddp" : "not loadable from pkg-config's libdir $libdir") *
+          "; install libddp (meson install, then ldconfig) or set DDP_LIBRARY to its path")
 end
 
 function __init__()
@@ -92,14 +121,15 @@ module around this one turns it into exceptions.
 """
 module LibDDP
 
-using CEnum
 using Libdl
-using Preferences
 ''' + LIBRARY_LOOKUP]
     out += [f"const {c.name} = {c.value}" for c in header.constants]
     for e in header.enums:
+        values = [value for _, value in e.items]
+        if len(set(values)) != len(values):
+            raise GeneratorError(f"{e.name}: two names share a value, which a Base @enum refuses")
         base = "Int32" if any(value < 0 for _, value in e.items) else "UInt32"
-        out.append(f"\n@cenum {e.name}::{base} begin")
+        out.append(f"\n@enum {e.name}::{base} begin")
         out += [f"    {name} = {value}" for name, value in e.items]
         out.append("end")
         if e.name in header.docs:

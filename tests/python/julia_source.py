@@ -68,7 +68,7 @@ def first_call(node: tree_sitter.Node) -> tree_sitter.Node | None:
 @dataclass(frozen=True)
 class Definition:
     name: str            # as written: 'allreduce!', 'DDP.Init', 'Base.wait'
-    kind: str            # 'function', 'struct', 'const'
+    kind: str            # 'function', 'struct', 'primitive', 'const'
     arity: int | None    # positional parameters of a function, fields of a struct
     documented: bool
     line: int
@@ -88,6 +88,10 @@ def definition_of(node: tree_sitter.Node) -> Definition | None:
         call = node.children[0]
         name = dotted_name(call.children[0])
         return name and Definition(name, "function", len(positional_arguments(call)), False, line)
+    if node.type == "primitive_definition":
+        head = next(c for c in node.children if c.type == "type_head")
+        name = next(text(n) for n in walk(head) if n.type == "identifier")
+        return Definition(name, "primitive", None, False, line)
     if node.type == "struct_definition":
         head = next(c for c in node.children if c.type == "type_head")
         name = next(text(n) for n in walk(head) if n.type == "identifier")
@@ -167,13 +171,30 @@ def libddp_references(source: bytes) -> list[Reference]:
     return found
 
 
-def cenum_values(source: bytes) -> set[str]:
-    """The names of the values of every `@cenum` block."""
+def enum_values(source: bytes) -> set[str]:
+    """The names of the values of every `@enum` block."""
     values = set()
     for node in walk(parse(source)):
-        if node.type == "macrocall_expression" and text(node.children[0]) == "@cenum":
+        if node.type == "macrocall_expression" and text(node.children[0]) == "@enum":
             values |= {text(n.children[0]) for n in walk(node) if n.type == "assignment"}
     return values
+
+
+def using_targets(source: bytes) -> list[str]:
+    """The first module name of every `using`/`import` statement: 'Libdl' for
+    `using Libdl`, 'DDP' for `using DDP: DDP, LibDDP`, 'Functors' for `using Functors: Functors`."""
+    found = []
+    for node in walk(parse(source)):
+        if node.type in ("using_statement", "import_statement"):
+            first = next(n for n in walk(node) if n.type == "identifier")
+            found.append(text(first))
+    return found
+
+
+def calls_to(source: bytes, callee: str) -> list[tree_sitter.Node]:
+    """Every call of `callee` (as written: 'rand', 'Random.rand')."""
+    return [n for n in walk(parse(source))
+            if n.type == "call_expression" and dotted_name(n.children[0]) == callee]
 
 
 def julia_files(root: Path) -> list[Path]:

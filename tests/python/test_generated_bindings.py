@@ -93,6 +93,16 @@ def test_julia_layer_parses_as_julia():
     assert not errors, [(e.start_point, e.text[:60]) for e in errors]
 
 
+def test_julia_generator_refuses_enum_values_a_base_enum_cannot_hold(tmp_path):
+    import emit_julia
+    header = tmp_path / "ddp.h"
+    text = (ROOT / "include/ddp/ddp.h").read_text()
+    header.write_text(text.replace("#ifdef __cplusplus\n}",
+                                   "typedef enum e { E_A = 1, E_B = 1 } e;\n#ifdef __cplusplus\n}"))
+    with pytest.raises(swig_model.GeneratorError, match="share a value"):
+        emit_julia.emit(swig_model.read_header(header))
+
+
 def walk(node):
     yield node
     for child in node.children:

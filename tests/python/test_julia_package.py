@@ -1,7 +1,7 @@
-"""Static checks of the Julia package bindings/julia (DDP.jl): no Julia runtime is
-installed where these run, so the Julia code never executes here. Each check reads
-the source with tree-sitter-julia; the `*_catches_*` tests show that each checker
-finds what it looks for in a deliberately broken source."""
+"""Static checks of the Julia package bindings/julia (DDP.jl) and the Julia example:
+CI has no Julia runtime (scripts/run-julia-tests runs the package wherever one is on
+PATH), so here each check reads the source with tree-sitter-julia; the `*_catches_*`
+tests show that each checker finds what it looks for in a deliberately broken source."""
 import re
 import tomllib
 import uuid
@@ -12,15 +12,20 @@ import julia_source as js
 from conftest import ROOT
 
 PACKAGE = ROOT / "bindings/julia"
+EXAMPLES = ROOT / "examples/julia"
 GENERATED = PACKAGE / "src/LibDDP.jl"
 HEADER = ROOT / "include/ddp/ddp.h"
 HAND_WRITTEN = [p for p in js.julia_files(PACKAGE) if p != GENERATED]
 SOURCES = [p for p in HAND_WRITTEN if p.parent.name in ("src", "ext")]
 # Public but not exported, as FluxMPI's `FluxMPI.Init()`: called qualified.
-QUALIFIED_API = ["Init", "Initialized", "Finalize", "world", "set_libddp_path!", "isdone"]
+QUALIFIED_API = ["Init", "Initialized", "Finalize", "world", "set_libddp_path!", "isdone",
+                 "device", "node_local_rank", "node_local_size", "BFloat16"]
+# What the core package may load: Base's standard libraries, no registry package.
+STANDARD_LIBRARIES = {"Libdl", "Base", "Core"}
 
 
-@pytest.mark.parametrize("path", js.julia_files(PACKAGE), ids=lambda p: str(p.relative_to(PACKAGE)))
+@pytest.mark.parametrize("path", js.julia_files(PACKAGE) + js.julia_files(EXAMPLES),
+                         ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_julia_file_parses_without_error_nodes(path):
     assert js.parse_errors(path.read_bytes()) == []
 
@@ -33,7 +38,7 @@ def generated_layer():
     """Name -> arity (None for constants and enum values) of everything LibDDP defines."""
     source = GENERATED.read_bytes()
     defined = {d.name: d.arity for d in js.definitions(source)}
-    defined.update({name: None for name in js.cenum_values(source)})
+    defined.update({name: None for name in js.enum_values(source)})
     defined.update({name: None for name in js.doc_macro_targets(source)})  # the enum types
     return defined
 
@@ -42,8 +47,6 @@ def libddp_problems(source: bytes, defined: dict) -> list[str]:
     """Each `LibDDP.x` use that names nothing in the layer or passes the wrong count."""
     problems = []
     for ref in js.libddp_references(source):
-        if ref.name == "Preferences":  # the module LibDDP loads, used by the tests
-            continue
         if ref.name not in defined:
             problems.append(f"line {ref.line}: LibDDP.{ref.name} is not in the generated layer")
         elif ref.arity is not None and defined[ref.name] is not None and \
@@ -67,8 +70,7 @@ def test_every_libddp_call_exists_in_the_generated_layer_with_that_argument_coun
     # (ddp_comm_abort, ddp_request_stream_wait, ddp_reducer_*), which the package
     # does not wrap yet.
     header_functions = set(re.findall(r"DDP_API\s+[^;(]*?\b(ddp_\w+)\s*\(", HEADER.read_text()))
-    assert header_functions - calls == {"ddp_version", "ddp_version_string", "ddp_local_rank",
-                                        "ddp_local_size", "ddp_device", "ddp_backend_name",
+    assert header_functions - calls == {"ddp_version", "ddp_version_string", "ddp_backend_name",
                                         "ddp_set_log_callback", "ddp_comm_abort", "ddp_request_stream_wait",
                                         "ddp_reducer_create",
                                         "ddp_reducer_gradient", "ddp_reducer_mark_ready",
@@ -129,7 +131,7 @@ def undefined_ddp_references(source: bytes, defined: set) -> list[str]:
 
 def test_extensions_and_tests_use_only_names_the_module_defines():
     defined = {d.name.removeprefix("DDP.") for p in SOURCES for d in js.definitions(p.read_bytes())}
-    defined |= {"LibDDP", "Preferences"}  # the submodule and the module src/DDP.jl imports
+    defined |= {"LibDDP"}  # the generated submodule
     problems = {str(p.relative_to(PACKAGE)): undefined_ddp_references(p.read_bytes(), defined)
                 for p in HAND_WRITTEN if p.parent.name != "src"}
     assert {k: v for k, v in problems.items() if v} == {}
@@ -178,8 +180,14 @@ def test_generated_layer_looks_the_library_up_at_run_time():
     assert calls and set(calls) == {"libddp_path()"}, "every call resolves the library when run"
     assert not re.search(r"^const libddp\b", source, re.M), "no path frozen at precompile time"
     lookup = source[source.index("function libddp_path()"):source.index("const LIBDDP_PATH")]
-    order = [lookup.index(s) for s in ('load_preference', '"DDP_LIBRARY"', '"libddp.so.0"')]
-    assert order == sorted(order), "Preferences, then DDP_LIBRARY, then the system"
+    order = [lookup.index(s) for s in ('"DDP_LIBRARY"', 'loadable(preferred', 'system_or_pkg_config_path()')]
+    assert order == sorted(order), "DDP_LIBRARY, then the preference, then the system and pkg-config"
+    fallback = source[source.index("function system_or_pkg_config_path()"):]
+    order = [fallback.index(s) for s in ("Libdl.dlopen(SYSTEM_NAME", "--variable=libdir ddp", "error(")]
+    assert order == sorted(order), "the system loader, then pkg-config's libdir, then an error"
+    assert "Base.get_preferences" in source and \
+        js.qualified_references(source.encode(), "Preferences") == [], \
+        "the preference is read through Base, not Preferences.jl"
 
 
 def test_project_toml_is_a_registrable_package_with_its_extensions():
@@ -200,6 +208,62 @@ def test_project_toml_is_a_registrable_package_with_its_extensions():
     assert re.search(r"^module DDP$", module, re.M)
     used = set(re.findall(r"^(?:using|import) (\w+)", module + (PACKAGE / "src/LibDDP.jl").read_text(), re.M))
     assert used <= set(project["deps"]), "src/ loads only hard dependencies"
+
+
+def registry_packages_loaded(sources: list[bytes]) -> set[str]:
+    """Modules that `using`/`import` statements load other than DDP's own and Base's libraries."""
+    return {name for source in sources for name in js.using_targets(source)} - \
+        STANDARD_LIBRARIES - {"DDP", "LibDDP"}
+
+
+def test_the_core_package_loads_with_base_and_standard_libraries_alone():
+    project = tomllib.loads((PACKAGE / "Project.toml").read_text())
+    assert set(project["deps"]) <= STANDARD_LIBRARIES, "hard dependencies: standard libraries only"
+    src = [p.read_bytes() for p in (PACKAGE / "src").glob("*.jl")]
+    assert registry_packages_loaded(src) == set()
+    assert registry_packages_loaded([b"using CEnum\nusing Libdl\nimport Preferences\n"]) == \
+        {"CEnum", "Preferences"}
+    for extension, trigger in project["extensions"].items():
+        source = (PACKAGE / "ext" / f"{extension}.jl").read_bytes()
+        assert registry_packages_loaded([source]) == {trigger}, extension
+
+
+def test_runtests_has_tests_for_every_extension_run_only_where_its_package_loads():
+    project = tomllib.loads((PACKAGE / "Project.toml").read_text())
+    tests = (PACKAGE / "test/runtests.jl").read_text()
+    listed = re.search(r"^const EXTENSIONS = \[([^\]]*)\]", tests, re.M)[1]
+    assert {name.strip().lstrip(":") for name in listed.split(",")} == \
+        set(project["weakdeps"]) - {"Preferences"}  # Preferences: tested by the core set
+    for name in set(project["weakdeps"]) - {"Preferences"}:
+        assert re.search(rf'^testset\("{name} extension: .*runs = LOADED\[:{name}\]', tests, re.M), name
+    assert registry_packages_loaded([tests.encode()]) == {"Test"}, "by name: Test and Libdl alone"
+
+
+def unseeded_random_calls(source: bytes) -> list[str]:
+    """rand/randn calls whose first argument is not a random number generator."""
+    rng = re.compile(r"^(Random\.)?(Xoshiro|MersenneTwister|default_rng)\(|^rng\b")
+    found = []
+    for callee in ("rand", "randn", "Random.rand", "Random.randn"):
+        for call in js.calls_to(source, callee):
+            arguments = js.positional_arguments(call)
+            if not arguments or not rng.match(js.text(arguments[0])):
+                found.append(js.text(call))
+    return found
+
+
+def julia_blocks(markdown: str) -> bytes:
+    return "\n".join(re.findall(r"```julia\n(.*?)```", markdown, re.S)).encode()
+
+
+def test_documented_training_loops_seed_their_data_so_every_rank_shards_one_data_set():
+    for path in (PACKAGE / "README.md", ROOT / "docs/julia.md"):
+        blocks = julia_blocks(path.read_text())
+        assert blocks, path
+        assert unseeded_random_calls(blocks) == [], path
+    for path in js.julia_files(EXAMPLES):
+        assert unseeded_random_calls(path.read_bytes()) == [], path
+    assert unseeded_random_calls(b"x = rand(Float32, 1, 4096)\ny = rand(Xoshiro(1), 3)\n") == \
+        ["rand(Float32, 1, 4096)"]
 
 
 def test_runtests_uses_every_exported_and_public_name():

@@ -1,12 +1,30 @@
 """
 `CuArray`s as libddp device tensors: pointer, device and element type, so that every
 DDP collective takes them as it takes `Array`s: with `DDP_BACKEND=nccl` NCCL reduces
-them on the GPU, with `mpi` libddp stages them through pinned host memory.
+them on the GPU, with `mpi` libddp stages them through pinned host memory. And the
+rank's GPU: `DDP.Init()` makes libddp's choice (`DDP.device()`) CUDA.jl's device.
 """
 module DDPCUDAExt
 
 using CUDA: CUDA, CuArray
 using DDP: DDP, LibDDP
+
+"""
+    select_device(comm)
+
+`CUDA.device!(DDP.device(comm))` when libddp assigned this rank a GPU, so that
+CUDA.jl allocates on the device libddp's device tensors must live on.
+"""
+function select_device(comm)
+    id = DDP.device(comm)
+    id >= 0 && CUDA.device!(id)
+    return nothing
+end
+
+function __init__()
+    push!(DDP.INIT_HOOKS, select_device)
+    DDP.Initialized() && select_device(DDP.world())  # CUDA.jl loaded after DDP.Init()
+end
 
 """
     DDP.tensor(x::CuArray)

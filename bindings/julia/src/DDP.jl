@@ -6,14 +6,15 @@ Lux.DistributedUtils under the same names (`DDP.Init()`, `local_rank()`,
 `allreduce!`, `synchronize!`, `allreduce_gradients`, `DistributedOptimizer`,
 `DistributedDataContainer`, ...), carried out by libddp's C ABI through the
 generated `DDP.LibDDP` layer. Failures are `DDPError`s carrying libddp's status and
-message.
+message. Needs Base and the standard library alone; the packages it works with
+(CUDA, Functors, MLUtils, MPI, Optimisers, Preferences) are extensions, loaded when
+the program loads them.
 """
 module DDP
 
-import Preferences
-
 include("LibDDP.jl")
 include("errors.jl")
+include("bfloat16.jl")
 include("tensors.jl")
 include("world.jl")
 include("collectives.jl")

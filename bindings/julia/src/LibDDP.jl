@@ -8,47 +8,72 @@ module around this one turns it into exceptions.
 """
 module LibDDP
 
-using CEnum
 using Libdl
-using Preferences
 
 """
     libddp_path()
 
 The libddp every function below calls, looked up when first called (never frozen at
-precompile time), in the order JLL packages use for overrides:
+precompile time), first match wins:
 
-1. the Preferences.jl setting `libddp_path` of the DDP package
-   (`DDP.set_libddp_path!(path)` writes it to LocalPreferences.toml);
-2. `ENV["DDP_LIBRARY"]`;
-3. the system's `libddp.so.0` through the dynamic loader (`ldconfig`, `LD_LIBRARY_PATH`).
+1. `ENV["DDP_LIBRARY"]`, a path or a name for the dynamic loader;
+2. the preference `libddp_path` of the DDP package in LocalPreferences.toml
+   (`DDP.set_libddp_path!` writes it; read here through Base, no Preferences.jl needed);
+3. the system's `libddp.so.0` through the dynamic loader (`ldconfig`, `LD_LIBRARY_PATH`);
+4. `libddp.so.0` in the `libdir` that `pkg-config --variable=libdir ddp` names.
 
-A `libddp_jll` would come between 2 and 3, its `libddp_path` taking the place of the
-system library. `ccall` caches the result per call site, so the lookup runs once.
+A `DDP_LIBRARY` or preference that cannot be loaded is an error saying so, never a
+fallback to another libddp. `ccall` caches the result per call site, so the lookup
+runs once per session.
 """
 function libddp_path()
     path = LIBDDP_PATH[]
     path === nothing || return path
-    preferred = Preferences.load_preference(parentmodule(@__MODULE__), "libddp_path", nothing)
-    found = if preferred !== nothing
-        loadable(preferred, "the Preferences.jl setting libddp_path")
-    elseif !isempty(get(ENV, "DDP_LIBRARY", ""))
-        loadable(ENV["DDP_LIBRARY"], "DDP_LIBRARY")
+    preferred = preferred_path()
+    found = if !isempty(get(ENV, "DDP_LIBRARY", ""))
+        loadable(ENV["DDP_LIBRARY"], "the environment variable DDP_LIBRARY")
+    elseif preferred !== nothing
+        loadable(preferred, "the libddp_path preference of DDP in LocalPreferences.toml")
     else
-        loadable(Sys.isapple() ? "libddp.0.dylib" : "libddp.so.0", "the system loader")
+        system_or_pkg_config_path()
     end
     LIBDDP_PATH[] = found
     return found
 end
 
 const LIBDDP_PATH = Ref{Union{Nothing, String}}(nothing)
+const SYSTEM_NAME = Sys.isapple() ? "libddp.0.dylib" : "libddp.so.0"
 
-"""The path when the loader can open it, else an error saying where it came from."""
+"""The `libddp_path` preference of the DDP package, or `nothing` (Julia < 1.6: none)."""
+function preferred_path()
+    isdefined(Base, :get_preferences) || return nothing
+    package = Base.PkgId(parentmodule(@__MODULE__))
+    package.uuid === nothing && return nothing
+    path = get(Base.get_preferences(package.uuid), "libddp_path", nothing)
+    return path isa AbstractString ? String(path) : nothing
+end
+
+"""The path the loader opened `path` from, else an error naming where `path` came from."""
 function loadable(path::AbstractString, source::AbstractString)
     handle = Libdl.dlopen(path; throw_error = false)
-    handle === nothing && error("libddp: cannot load $(repr(path)) (from $source); install " *
-                                "libddp or point DDP_LIBRARY or the libddp_path preference at it")
-    return String(path)
+    handle === nothing && error("libddp: cannot load $(repr(path)), named by $source; " *
+                                "point it at a libddp.so.0 that exists, or unset it")
+    return Libdl.dlpath(handle)
+end
+
+"""The system's libddp, else the one in pkg-config's libdir, else an error naming both."""
+function system_or_pkg_config_path()
+    handle = Libdl.dlopen(SYSTEM_NAME; throw_error = false)
+    handle === nothing || return Libdl.dlpath(handle)
+    pkg_config = Sys.which("pkg-config")
+    libdir = pkg_config === nothing ? "" :
+        strip(read(ignorestatus(`$pkg_config --variable=libdir ddp`), String))
+    candidate = isempty(libdir) ? "" : joinpath(libdir, SYSTEM_NAME)
+    handle = isempty(candidate) ? nothing : Libdl.dlopen(candidate; throw_error = false)
+    handle === nothing || return Libdl.dlpath(handle)
+    error("libddp: $SYSTEM_NAME is not on the system loader's path and " *
+          (isempty(libdir) ? "pkg-config knows no package ddp" : "not loadable from pkg-config's libdir $libdir") *
+          "; install libddp (meson install, then ldconfig) or set DDP_LIBRARY to its path")
 end
 
 function __init__()
@@ -63,7 +88,7 @@ const DDP_NO_MPI_COMM = -1
 const DDP_CUDA_STREAM_PER_THREAD = 2
 const DDP_SHARD_SHUFFLE_MAX_ITEMS = 4294967296
 
-@cenum ddp_status::UInt32 begin
+@enum ddp_status::UInt32 begin
     DDP_OK = 0
     DDP_ERR_INVALID_ARGUMENT = 1
     DDP_ERR_MISMATCH = 2
@@ -80,7 +105,7 @@ end
 What a call did. Values never change once released.
 """ ddp_status
 
-@cenum ddp_dtype::UInt32 begin
+@enum ddp_dtype::UInt32 begin
     DDP_DTYPE_I8 = 8
     DDP_DTYPE_I32 = 32
     DDP_DTYPE_I64 = 64
@@ -95,7 +120,7 @@ Element types. Each value is (DLPack type code << 8) | bits, so a DLPack
 DLDataType {code, bits, lanes=1} maps to exactly one ddp_dtype.
 """ ddp_dtype
 
-@cenum ddp_device_type::UInt32 begin
+@enum ddp_device_type::UInt32 begin
     DDP_DEVICE_CPU = 1
     DDP_DEVICE_CUDA = 2
     DDP_DEVICE_CUDA_HOST = 3
@@ -106,7 +131,7 @@ end
 Where a buffer lives; values equal DLPack's DLDeviceType.
 """ ddp_device_type
 
-@cenum ddp_op::UInt32 begin
+@enum ddp_op::UInt32 begin
     DDP_OP_SUM = 0
     DDP_OP_AVG = 1
     DDP_OP_MIN = 2
@@ -122,7 +147,7 @@ element that is NaN on any rank is NaN in the result, whichever rank
 holds it, whatever the dtype or fusion.
 """ ddp_op
 
-@cenum ddp_backend::UInt32 begin
+@enum ddp_backend::UInt32 begin
     DDP_BACKEND_AUTO = 0
     DDP_BACKEND_SELF = 1
     DDP_BACKEND_MPI = 2
@@ -132,7 +157,7 @@ end
 Which transport carries the data.
 """ ddp_backend
 
-@cenum ddp_log_level::UInt32 begin
+@enum ddp_log_level::UInt32 begin
     DDP_LOG_DEBUG = 10
     DDP_LOG_INFO = 20
     DDP_LOG_WARN = 30
@@ -142,7 +167,7 @@ end
 Levels; the numbers equal Python's logging levels.
 """ ddp_log_level
 
-@cenum ddp_shard_strategy::UInt32 begin
+@enum ddp_shard_strategy::UInt32 begin
     DDP_SHARD_STRIDED = 0
     DDP_SHARD_CONTIGUOUS = 1
 end

@@ -25,15 +25,33 @@ end
 
 An `Iallreduce!` in flight. `wait(request)` blocks until it completes and throws its
 `DDPError` if it failed; `DDP.isdone(request)` asks without blocking. The arrays stay
-referenced (so alive) until the request is garbage collected, which frees it.
+referenced (so alive) until the request is freed.
 """
 mutable struct Request
     handle::Ptr{LibDDP.ddp_request}
     arrays::Any
     function Request(handle::Ptr{LibDDP.ddp_request}, arrays)
-        request = new(handle, arrays)
-        finalizer(r -> LibDDP.ddp_request_free(r.handle), request)
+        return finalizer(free_when_done, new(handle, arrays))
     end
+end
+
+"""
+    free_when_done(request)
+
+The `Request` finalizer. It never blocks: `ddp_request_free` waits for a request
+still in flight (on peers that may not have joined yet), and a finalizer runs inside
+the garbage collector, where waiting would stall every task. So a request that has
+not completed stays registered, its arrays alive, and is freed by a later collection.
+"""
+function free_when_done(request::Request)
+    done = Ref{Int32}(0)
+    LibDDP.ddp_request_test(request.handle, done)  # its error went to `wait`, or to no one
+    if done[] == 1
+        LibDDP.ddp_request_free(request.handle)
+    else
+        finalizer(free_when_done, request)
+    end
+    return nothing
 end
 
 """
@@ -130,6 +148,6 @@ function check_replicas(ps, comm::Communicator = world())
         check(LibDDP.ddp_check_replicas(comm.handle, tensors, length(tensors), C_NULL, identical))
     end
     identical[] == 1 && return true
-    @warn unsafe_string(LibDDP.ddp_last_error_message())
+    @warn without_finalizers(() -> unsafe_string(LibDDP.ddp_last_error_message()))
     return false
 end

@@ -1,11 +1,13 @@
 # Julia arrays as ddp_tensors, and Julia's reduction functions as ddp_ops.
 
-"""The ddp_dtype of each element type libddp reduces."""
+"""The ddp_dtype of each element type libddp reduces (`Core.BFloat16` from Julia 1.11)."""
 const DTYPES = Dict{DataType, LibDDP.ddp_dtype}(
     Int8 => LibDDP.DDP_DTYPE_I8, Int32 => LibDDP.DDP_DTYPE_I32,
     Int64 => LibDDP.DDP_DTYPE_I64, UInt8 => LibDDP.DDP_DTYPE_U8,
     Float16 => LibDDP.DDP_DTYPE_F16, Float32 => LibDDP.DDP_DTYPE_F32,
-    Float64 => LibDDP.DDP_DTYPE_F64)
+    Float64 => LibDDP.DDP_DTYPE_F64, BFloat16 => LibDDP.DDP_DTYPE_BF16)
+
+isdefined(Core, :BFloat16) && (DTYPES[getfield(Core, :BFloat16)] = LibDDP.DDP_DTYPE_BF16)
 
 """
     dtype_of(T)

@@ -12,6 +12,12 @@ end
 
 const WORLD = Ref{Union{Nothing, Communicator}}(nothing)
 
+"""
+Functions of the world `Communicator` that `DDP.Init()` calls once it exists: the CUDA
+extension's, which makes the rank's GPU (`DDP.device()`) CUDA.jl's current device.
+"""
+const INIT_HOOKS = Any[]
+
 const BACKENDS = Dict(:auto => LibDDP.DDP_BACKEND_AUTO, :self => LibDDP.DDP_BACKEND_SELF,
                       :mpi => LibDDP.DDP_BACKEND_MPI, :nccl => LibDDP.DDP_BACKEND_NCCL)
 
@@ -39,6 +45,7 @@ function Init(; backend::Symbol = :auto, mpi_comm_fortran::Integer = LibDDP.DDP_
     check(LibDDP.ddp_init(opts, handle))
     WORLD[] = Communicator(handle[])
     atexit(Finalize)
+    foreach(hook -> hook(WORLD[]), INIT_HOOKS)
     verbose && ddp_println("DDP initialized: rank ", local_rank(), " of ", total_workers())
     return WORLD[]
 end
@@ -100,13 +107,61 @@ function total_workers(comm::Communicator = world())
 end
 
 """
+    DDP.device(comm = DDP.world())
+
+The CUDA device libddp assigned this rank (`ddp_device`: node-local rank modulo the
+node's GPU count, made current at `DDP.Init()`), 0-based as `CUDA.device!` takes it;
+-1 when the node has no GPU (or libddp was built without CUDA). With CUDA.jl loaded,
+`DDP.Init()` calls `CUDA.device!(DDP.device())` itself.
+"""
+function device(comm::Communicator = world())
+    id = Ref{Int32}(0)
+    check(LibDDP.ddp_device(comm.handle, id))
+    return Int(id[])
+end
+
+"""
+    DDP.node_local_rank(comm = DDP.world())
+
+This process's rank among the ranks on its node, 0-based (`ddp_local_rank`); what
+FluxMPI's `local_rank` is not: that one is the rank in the world.
+"""
+function node_local_rank(comm::Communicator = world())
+    rank = Ref{Int32}(0)
+    check(LibDDP.ddp_local_rank(comm.handle, rank))
+    return Int(rank[])
+end
+
+"""
+    DDP.node_local_size(comm = DDP.world())
+
+The number of ranks on this process's node (`ddp_local_size`).
+"""
+function node_local_size(comm::Communicator = world())
+    size = Ref{Int32}(0)
+    check(LibDDP.ddp_local_size(comm.handle, size))
+    return Int(size[])
+end
+
+"""
+Writes the `libddp_path` preference: `nothing` until the Preferences extension sets
+it, since the core package loads without Preferences.jl.
+"""
+const PREFERENCE_WRITER = Ref{Any}(nothing)
+
+"""
     DDP.set_libddp_path!(path)
 
 Makes this project use the libddp at `path` from the next Julia session on: writes the
 `libddp_path` preference to LocalPreferences.toml (the way JLL packages are overridden).
-It wins over `DDP_LIBRARY` and the system library; `nothing` removes it.
+`DDP_LIBRARY` wins over it, it wins over the system library; `nothing` removes it.
+Needs Preferences.jl loaded (`using Preferences`); reading the preference does not.
 """
 function set_libddp_path!(path::Union{Nothing, AbstractString})
-    Preferences.set_preferences!(@__MODULE__, "libddp_path" => path; force = true)
+    writer = PREFERENCE_WRITER[]
+    writer === nothing && throw(ArgumentError(
+        "DDP.set_libddp_path! writes LocalPreferences.toml through Preferences.jl: " *
+        "`using Preferences` first, or write `libddp_path = \"...\"` under [DDP] by hand"))
+    writer(path)
     return path
 end

@@ -1,17 +1,69 @@
-# The package against known values, on every rank. Run under MPI with 2 or more ranks
-# (also correct on 1):
-#     mpiexec -n 2 julia --project=/tmp/ddp-test bindings/julia/test/runtests.jl
-# with /tmp/ddp-test made as bindings/julia/README.md says (Pkg.test("DDP") runs it on one process).
-# Not executed in libddp's CI (no Julia runtime there); tests/python/test_julia_package.py
-# checks this file statically, including that it uses every exported name.
+# The package against known values, on every rank: the core with Test alone, then each
+# extension's tests where its package loads (the first lines printed say which ran).
+# From the repository root, on 1, 2 or 3 ranks (scripts/run-julia-tests runs all three):
+#     DDP_LIBRARY=build/src/libddp.so.0 mpirun -np 2 julia --project=bindings/julia bindings/julia/test/runtests.jl
+# With DDP_TEST_RESULTS=FILE each rank also writes one libtest line per test set to FILE
+# (`test NAME ... ok|FAILED|ignored`), which scripts/summarize-tests.py counts.
 using Test
+using Libdl
 using DDP
 using DDP: LibDDP
-using Functors, MLUtils, Optimisers
 
-DDP.Init()
+"""The packages whose extensions have tests here, in the order they are loaded."""
+const EXTENSIONS = [:Functors, :Optimisers, :MLUtils, :MPI, :CUDA]
+
+"""
+    loadable(name)
+
+Loads package `name` into Main when this environment has it; whether it loaded. On a
+Julia without package extensions (before 1.9) nothing is loaded: there is nothing to test.
+"""
+function loadable(name::Symbol)
+    isdefined(Base, :get_extension) || return false
+    Base.find_package(string(name)) === nothing && return false
+    try
+        Core.eval(Main, Expr(:using, Expr(:., name)))
+        return true
+    catch error
+        @warn "$name is installed but does not load; its extension's tests are skipped" error
+        return false
+    end
+end
+
+const LOADED = Dict(name => loadable(name) for name in EXTENSIONS)
+
+# MPI.jl must use the system MPI, as libddp does: two MPIs in one process do not work.
+if LOADED[:MPI] && !(isdefined(MPI, :MPIPreferences) && MPI.MPIPreferences.binary == "system")
+    @warn "MPI.jl does not use the system MPI (MPIPreferences.use_system_binary()); its extension's tests are skipped"
+    LOADED[:MPI] = false
+end
+
+"""A struct in a parameter tree: walked through Functors.jl (declared a functor where
+Functors.jl does not treat every struct as one)."""
+struct Layer
+    w::Vector{Float32}
+end
+
+if LOADED[:Functors] && isempty(Functors.children(Layer(Float32[])))
+    Core.eval(Main, :(Functors.@functor Layer))
+end
+
+if LOADED[:MPI]
+    MPI.Init(threadlevel = :multiple)
+    DDP.Init(MPI.COMM_WORLD)
+else
+    DDP.Init()
+end
 const rank = local_rank()
 const n = total_workers()
+
+if rank == 0
+    tested = [String(name) for name in EXTENSIONS if LOADED[name]]
+    skipped = [String(name) for name in EXTENSIONS if !LOADED[name]]
+    println("DDP.jl on Julia $VERSION, $n rank(s): core tests with Test; extension tests for ",
+            isempty(tested) ? "none" : join(tested, ", "), "; skipped (package not loadable here): ",
+            isempty(skipped) ? "none" : join(skipped, ", "))
+end
 
 """Runs `f`, which must throw a DDPError with `status`; returns the error."""
 function ddp_error(f, status)
@@ -26,167 +78,355 @@ function ddp_error(f, status)
     return error
 end
 
-@testset "DDP on $n ranks, rank $rank" begin
-    @testset "world" begin
-        @test DDP.Initialized()
-        @test 0 <= rank < n
-        @test DDP.Init() === DDP.world()
-        ranks = allreduce!([Int64(rank)], +)
-        @test ranks[1] == n * (n - 1) ÷ 2
+"""Output and exit code of a fresh `julia` in `project` that loads DDP and prints
+`expression`, with `env` replacing the variables named (a value `nothing` removes one)."""
+function in_fresh_julia(expression::AbstractString, env::Dict; project = dirname(@__DIR__))
+    environment = Dict(k => v for (k, v) in ENV if !haskey(env, k))
+    for (k, v) in env
+        v === nothing || (environment[k] = v)
     end
+    script = "using DDP; try print($expression); catch e; print(sprint(showerror, e)); exit(3); end"
+    command = setenv(`$(Base.julia_cmd()) --startup-file=no --project=$project -e $script`, environment)
+    output = IOBuffer()
+    process = run(pipeline(ignorestatus(command); stdout = output, stderr = output))
+    return String(take!(output)), process.exitcode
+end
 
-    @testset "allreduce! with + * min max and :avg" begin
-        v = fill(Float64(rank + 1), 4)
-        @test allreduce!(v, +) === v
-        @test v == fill(n * (n + 1) / 2, 4)
-        @test allreduce!(fill(Float64(rank + 1), 3), *) == fill(Float64(factorial(n)), 3)
-        @test allreduce!(fill(Int32(rank + 1), 3), min) == fill(Int32(1), 3)
-        @test allreduce!(fill(Float16(rank + 1), 3), max) == fill(Float16(n), 3)
-        @test allreduce!(fill(Float32(rank + 1), 5), :avg) == fill(Float32((n + 1) / 2), 5)
-        @test allreduce!(fill(Float64(rank), 2)) == fill(Float64(n * (n - 1) / 2), 2)
-        a, b = fill(Int8(1), 3), fill(UInt8(2), 70_000)
-        allreduce!((a, b), +; fusion_bytes = -1)
-        @test a == fill(Int8(n), 3) && b == fill(UInt8(2n), 70_000)
-        matrix = fill(Float32(rank), 3, 4)
-        allreduce!(view(matrix, :, 2:3), max; timeout_s = 60)
-        @test matrix[:, 2:3] == fill(Float32(n - 1), 3, 2)
-        @test matrix[:, [1, 4]] == fill(Float32(rank), 3, 2)
+"""Starts an allreduce on `v` and drops the request, leaving it to the finalizer."""
+@noinline start_and_drop(v) = (Iallreduce!(v, +); nothing)
+
+"""Outcome of every top-level test set, by name: "ok", "FAILED" or "ignored"."""
+const OUTCOMES = Pair{String, String}[]
+
+"""
+    testset(body, name; runs = true)
+
+Runs `body` as a test set recorded under `name` in `OUTCOMES`; one that does not run
+(its extension's package is not loadable) is recorded as ignored.
+"""
+function testset(body, name::AbstractString; runs::Bool = true)
+    if !runs
+        push!(OUTCOMES, name => "ignored")
+        return
     end
-
-    @testset "Iallreduce!" begin
-        v = fill(Float64(rank + 1), 1000)
-        w, request = Iallreduce!(v, +)
-        @test w === v
-        wait(request)
-        @test DDP.isdone(request)
-        @test v == fill(n * (n + 1) / 2, 1000)
-        _, request = Iallreduce!((fill(Float32(rank), 2), fill(Float64(rank), 2)), :avg)
-        @test wait(request) === nothing
+    set = @testset "$name" begin
+        body()
     end
+    counts = Test.get_test_counts(set)
+    bad = counts isa Tuple ? counts[2] + counts[3] + counts[6] + counts[7] :
+        counts.fails + counts.errors + counts.cumulative_fails + counts.cumulative_errors
+    push!(OUTCOMES, name => (bad == 0 ? "ok" : "FAILED"))
+end
 
-    @testset "bcast! and reduce!" begin
-        root = n - 1
-        v = fill(Float64(rank), 3)
-        @test bcast!(v, root) == fill(Float64(root), 3)
-        @test bcast!(fill(Int64(rank), 2)) == fill(Int64(0), 2)
-        v = fill(Int64(rank + 1), 4)
-        reduce!(v, +, root)
-        @test v == (rank == root ? fill(Int64(n * (n + 1) ÷ 2), 4) : fill(Int64(rank + 1), 4))
-        v = fill(Float32(rank + 1), 2)
-        reduce!(v, max)
-        @test v == (rank == 0 ? fill(Float32(n), 2) : fill(Float32(rank + 1), 2))
-    end
+const TOP = Test.DefaultTestSet("DDP on $n ranks, rank $rank")
+Test.push_testset(TOP)
 
-    @testset "barrier and check_replicas" begin
-        @test barrier() === nothing
-        @test check_replicas((w = ones(3), b = (zeros(Float32, 2),)))
-        @test check_replicas((w = fill(Float64(rank), 3),)) == (n == 1)
-    end
+testset("world") do
+    @test DDP.Initialized()
+    @test 0 <= rank < n
+    @test DDP.Init() === DDP.world()
+    ranks = allreduce!([Int64(rank)], +)
+    @test ranks[1] == n * (n - 1) ÷ 2
+end
 
-    @testset "synchronize! over Lux-style trees and Optimisers state" begin
-        ps = (layer_1 = (weight = fill(Float32(rank), 2, 3), bias = fill(Float32(rank), 2)),
-              layer_2 = (scale = [Float64(rank)], steps = rank, training = Val(true)),
-              tags = (:dense, nothing), lr = 0.1 * (rank + 1))
-        root = n - 1
-        synced = synchronize!(ps; root_rank = root)
-        @test synced.layer_1.weight === ps.layer_1.weight
-        @test ps.layer_1.weight == fill(Float32(root), 2, 3)
-        @test ps.layer_1.bias == fill(Float32(root), 2)
-        @test synced.layer_2.scale == [Float64(root)]
-        @test synced.layer_2.steps === root
-        @test synced.lr ≈ 0.1 * (root + 1)
-        @test synced.tags === (:dense, nothing)
-        @test check_replicas(ps)
+testset("node-local rank and size, the rank's device") do
+    # mpirun starts every rank on this one machine.
+    @test DDP.node_local_rank() == rank
+    @test DDP.node_local_size() == n
+    @test DDP.device() isa Int && DDP.device() >= -1
+    ispath("/dev/nvidia0") || @test DDP.device() == -1
+end
 
-        state = Optimisers.setup(Optimisers.Adam(0.01), (w = fill(Float32(rank), 4),))
-        state.w.state[1] .= rank
-        synced_state = synchronize!(state)
-        @test synced_state.w.state[1] == zeros(Float32, 4)
-        @test synced_state.w.rule.eta == 0.01
+testset("allreduce! with + * min max and :avg") do
+    v = fill(Float64(rank + 1), 4)
+    @test allreduce!(v, +) === v
+    @test v == fill(n * (n + 1) / 2, 4)
+    @test allreduce!(fill(Float64(rank + 1), 3), *) == fill(Float64(factorial(n)), 3)
+    @test allreduce!(fill(Int32(rank + 1), 3), min) == fill(Int32(1), 3)
+    @test allreduce!(fill(Float16(rank + 1), 3), max) == fill(Float16(n), 3)
+    @test allreduce!(fill(Float32(rank + 1), 5), :avg) == fill(Float32((n + 1) / 2), 5)
+    @test allreduce!(fill(Float64(rank), 2)) == fill(Float64(n * (n - 1) / 2), 2)
+    a, b = fill(Int8(1), 3), fill(UInt8(2), 70_000)
+    allreduce!((a, b), +; fusion_bytes = -1)
+    @test a == fill(Int8(n), 3) && b == fill(UInt8(2n), 70_000)
+    matrix = fill(Float32(rank), 3, 4)
+    allreduce!(view(matrix, :, 2:3), max; timeout_s = 60)
+    @test matrix[:, 2:3] == fill(Float32(n - 1), 3, 2)
+    @test matrix[:, [1, 4]] == fill(Float32(rank), 3, 2)
+end
 
-        uneven = (w = zeros(rank == 0 ? 3 : 4),)
-        n > 1 && ddp_error(() -> synchronize!(uneven), LibDDP.DDP_ERR_MISMATCH)
-    end
-
-    @testset "allreduce_gradients averages" begin
-        gs = (w = fill(Float32(rank + 1), 3), inner = (b = fill(Float64(rank), 2), c = nothing),
-              s = Float64(rank))
-        averaged = allreduce_gradients(gs)
-        @test gs.w == fill(Float32((n + 1) / 2), 3)
-        @test gs.inner.b == fill((n - 1) / 2, 2)
-        @test averaged.s ≈ (n - 1) / 2
-        @test averaged.inner.c === nothing
-    end
-
-    @testset "DistributedOptimizer" begin
-        x = (w = ones(Float64, 2),)
-        state = Optimisers.setup(DistributedOptimizer(Optimisers.Descent(0.5)), x)
-        state, x = Optimisers.update!(state, x, (w = fill(Float64(rank + 1), 2),))
-        @test x.w ≈ fill(1 - 0.5 * (n + 1) / 2, 2)
-        @test_throws ArgumentError DistributedOptimizer(0.1)
-    end
-
-    @testset "shard_indices: ddp.h's test vectors, 1-based" begin
-        @test shard_indices(10, 0, 3; seed = 42) == [0, 8, 7, 3] .+ 1
-        @test shard_indices(10, 1, 3; seed = 42) == [9, 6, 2, 0] .+ 1
-        @test shard_indices(10, 1, 3; seed = 42, strategy = :contiguous) == [6, 4, 7, 2] .+ 1
-        @test shard_indices(10, 2, 3; seed = 42, drop_last = true) == [5, 4, 1] .+ 1
-        @test shard_indices(10, 1, 3; shuffle = false) == [1, 4, 7, 0] .+ 1
-        @test shard_indices(0, 0, 3) == Int[]
-        ddp_error(() -> shard_indices(10, 3, 3), LibDDP.DDP_ERR_INVALID_ARGUMENT)
-        ddp_error(() -> shard_indices(-1, 0, 3), LibDDP.DDP_ERR_INVALID_ARGUMENT)
-        @test_throws ArgumentError shard_indices(10, 0, 3; strategy = :random)
-    end
-
-    @testset "DistributedDataContainer" begin
-        data = collect(101:110)
-        container = DistributedDataContainer(data)
-        per_rank = cld(10, n)
-        expected = [data[mod(rank * per_rank + k, 10) + 1] for k in 0:per_rank-1]
-        @test numobs(container) == length(container) == per_rank
-        @test [getobs(container, i) for i in 1:per_rank] == expected
-        @test getobs(container, 1:per_rank) == expected
-        counts = allreduce!([Int64(numobs(container))], max)
-        @test counts[1] == per_rank
-        pairs = DistributedDataContainer((collect(1:10), collect(11:20)))
-        @test getobs(pairs, 1) == (expected[1] - 100, expected[1] - 90)
-        images = reshape(Float32.(1:20), 2, 10)
-        shard = DistributedDataContainer(images; shuffle = true, seed = 7)
-        indices = shard_indices(10, rank, n; shuffle = true, seed = 7, strategy = :contiguous)
-        @test [getobs(shard, i) for i in 1:numobs(shard)] == [images[:, j] for j in indices]
-    end
-
-    @testset "ddp_println and ddp_print" begin
-        @test ddp_println("ddp_println from rank ", rank) === nothing
-        @test ddp_print("ddp_print from rank ", rank) === nothing
-    end
-
-    @testset "errors carry libddp's status and message" begin
-        error = ddp_error(() -> allreduce!(fill(Int32(1), 2), :avg), LibDDP.DDP_ERR_INVALID_ARGUMENT)
-        @test occursin("DDP_ERR_INVALID_ARGUMENT", sprint(showerror, error))
-        @test !isempty(error.message)
-        ddp_error(() -> bcast!(zeros(2), n), LibDDP.DDP_ERR_INVALID_ARGUMENT)
-        n > 1 && ddp_error(() -> allreduce!(zeros(rank + 1), +), LibDDP.DDP_ERR_MISMATCH)
-        n > 1 && ddp_error(() -> allreduce!(zeros(2), rank == 0 ? min : max), LibDDP.DDP_ERR_MISMATCH)
-        @test_throws ArgumentError allreduce!(zeros(2), -)
-        @test_throws ArgumentError allreduce!(view(zeros(4, 4), 1, :), +)
-        @test_throws ArgumentError allreduce!(fill(big(1), 2), +)
-    end
-
-    @testset "set_libddp_path! writes the preference the lookup reads first" begin
-        if rank == 0
-            path = LibDDP.libddp_path()
-            @test DDP.set_libddp_path!(path) == path
-            @test LibDDP.Preferences.load_preference(DDP, "libddp_path") == path
-            @test DDP.set_libddp_path!(nothing) === nothing
-            @test LibDDP.Preferences.load_preference(DDP, "libddp_path") === nothing
-        end
-    end
-
-    @testset "Finalize" begin
-        DDP.Finalize()
-        @test !DDP.Initialized()
-        ddp_error(() -> allreduce!(zeros(2), +), LibDDP.DDP_ERR_NOT_INITIALIZED)
-        @test DDP.Finalize() === nothing
+testset("BFloat16") do
+    @test sizeof(DDP.BFloat16) == 2
+    @test Float32(DDP.BFloat16(3.140625f0)) == 3.140625f0           # exact in bfloat16
+    @test Float32(DDP.BFloat16(1.0f0 + 2.0f0^-8)) == 1.0f0           # a tie rounds to even
+    @test Float32(DDP.BFloat16(1.0f0 + 3 * 2.0f0^-8)) == 1.0f0 + 2.0f0^-6
+    @test isnan(DDP.BFloat16(NaN32))
+    v = fill(DDP.BFloat16(rank + 1), 5)
+    @test allreduce!(v, +) === v
+    @test v == fill(DDP.BFloat16(n * (n + 1) ÷ 2), 5)
+    @test allreduce!(fill(DDP.BFloat16(rank + 1), 3), max) == fill(DDP.BFloat16(n), 3)
+    @test allreduce!(fill(DDP.BFloat16(2 * (rank + 1)), 2), :avg) == fill(DDP.BFloat16(n + 1), 2)
+    bits = fill(reinterpret(UInt16, DDP.BFloat16(rank)), 4)  # another package's bfloat16 array
+    allreduce!(reinterpret(DDP.BFloat16, bits), +)
+    @test reinterpret(DDP.BFloat16, bits) == fill(DDP.BFloat16(n * (n - 1) ÷ 2), 4)
+    if isdefined(Core, :BFloat16)
+        core = reinterpret(getfield(Core, :BFloat16), fill(reinterpret(UInt16, DDP.BFloat16(1)), 3))
+        @test reinterpret(DDP.BFloat16, copy(allreduce!(collect(core), +))) == fill(DDP.BFloat16(n), 3)
     end
 end
+
+testset("Iallreduce!") do
+    v = fill(Float64(rank + 1), 1000)
+    w, request = Iallreduce!(v, +)
+    @test w === v
+    wait(request)
+    @test DDP.isdone(request)
+    @test v == fill(n * (n + 1) / 2, 1000)
+    _, request = Iallreduce!((fill(Float32(rank), 2), fill(Float64(rank), 2)), :avg)
+    @test wait(request) === nothing
+end
+
+testset("a dropped Request's finalizer never waits for its peers") do
+    # Rank 0 drops a request and collects it while its peers have not started theirs:
+    # a finalizer that waited (ddp_request_free) would hold rank 0 until the timeout,
+    # and its peers would find no flag file.
+    if n > 1
+        token = bcast!([rand(Int64)], 0)[1]
+        flag = joinpath(tempdir(), "ddp-jl-finalizer-$(abs(token))")
+        if rank == 0
+            start_and_drop(ones(4))
+            GC.gc()
+            GC.gc()
+            touch(flag)
+            @test barrier(; timeout_s = 120) === nothing
+            rm(flag; force = true)
+        else
+            deadline = time() + 120
+            while !isfile(flag) && time() < deadline
+                sleep(0.05)
+            end
+            @test isfile(flag)
+            _, request = Iallreduce!(ones(4), +)
+            wait(request)
+            @test barrier(; timeout_s = 120) === nothing
+        end
+        GC.gc()  # frees rank 0's request, complete by now
+        @test allreduce!([1.0], +) == [Float64(n)]
+    end
+end
+
+testset("bcast! and reduce!") do
+    root = n - 1
+    v = fill(Float64(rank), 3)
+    @test bcast!(v, root) == fill(Float64(root), 3)
+    @test bcast!(fill(Int64(rank), 2)) == fill(Int64(0), 2)
+    v = fill(Int64(rank + 1), 4)
+    reduce!(v, +, root)
+    @test v == (rank == root ? fill(Int64(n * (n + 1) ÷ 2), 4) : fill(Int64(rank + 1), 4))
+    v = fill(Float32(rank + 1), 2)
+    reduce!(v, max)
+    @test v == (rank == 0 ? fill(Float32(n), 2) : fill(Float32(rank + 1), 2))
+end
+
+testset("barrier and check_replicas") do
+    @test barrier() === nothing
+    @test check_replicas((w = ones(3), b = (zeros(Float32, 2),)))
+    @test check_replicas((w = fill(Float64(rank), 3),)) == (n == 1)
+end
+
+testset("synchronize! over Lux-style trees") do
+    ps = (layer_1 = (weight = fill(Float32(rank), 2, 3), bias = fill(Float32(rank), 2)),
+          layer_2 = (scale = [Float64(rank)], steps = rank, training = Val(true)),
+          tags = (:dense, nothing), lr = 0.1 * (rank + 1))
+    root = n - 1
+    synced = synchronize!(ps; root_rank = root)
+    @test synced.layer_1.weight === ps.layer_1.weight
+    @test ps.layer_1.weight == fill(Float32(root), 2, 3)
+    @test ps.layer_1.bias == fill(Float32(root), 2)
+    @test synced.layer_2.scale == [Float64(root)]
+    @test synced.layer_2.steps === root
+    @test synced.lr ≈ 0.1 * (root + 1)
+    @test synced.tags === (:dense, nothing)
+    @test check_replicas(ps)
+    uneven = (w = zeros(rank == 0 ? 3 : 4),)
+    n > 1 && ddp_error(() -> synchronize!(uneven), LibDDP.DDP_ERR_MISMATCH)
+    if !LOADED[:Functors]
+        @test_throws ArgumentError synchronize!((cell = Ref(1.0),))  # a struct needs Functors
+    end
+end
+
+testset("allreduce_gradients averages") do
+    gs = (w = fill(Float32(rank + 1), 3), inner = (b = fill(Float64(rank), 2), c = nothing),
+          s = Float64(rank))
+    averaged = allreduce_gradients(gs)
+    @test gs.w == fill(Float32((n + 1) / 2), 3)
+    @test gs.inner.b == fill((n - 1) / 2, 2)
+    @test averaged.s ≈ (n - 1) / 2
+    @test averaged.inner.c === nothing
+end
+
+testset("DistributedOptimizer needs an Optimisers.jl rule") do
+    @test_throws ArgumentError DistributedOptimizer(0.1)
+end
+
+testset("shard_indices: ddp.h's test vectors, 1-based") do
+    @test shard_indices(10, 0, 3; seed = 42) == [0, 8, 7, 3] .+ 1
+    @test shard_indices(10, 1, 3; seed = 42) == [9, 6, 2, 0] .+ 1
+    @test shard_indices(10, 1, 3; seed = 42, strategy = :contiguous) == [6, 4, 7, 2] .+ 1
+    @test shard_indices(10, 2, 3; seed = 42, drop_last = true) == [5, 4, 1] .+ 1
+    @test shard_indices(10, 1, 3; shuffle = false) == [1, 4, 7, 0] .+ 1
+    @test shard_indices(0, 0, 3) == Int[]
+    ddp_error(() -> shard_indices(10, 3, 3), LibDDP.DDP_ERR_INVALID_ARGUMENT)
+    ddp_error(() -> shard_indices(-1, 0, 3), LibDDP.DDP_ERR_INVALID_ARGUMENT)
+    @test_throws ArgumentError shard_indices(10, 0, 3; strategy = :random)
+end
+
+testset("DistributedDataContainer") do
+    data = collect(101:110)
+    container = DistributedDataContainer(data)
+    per_rank = cld(10, n)
+    expected = [data[mod(rank * per_rank + k, 10) + 1] for k in 0:per_rank-1]
+    @test length(container) == per_rank
+    @test [container[i] for i in 1:per_rank] == expected
+    counts = allreduce!([Int64(length(container))], max)
+    @test counts[1] == per_rank
+    pairs = DistributedDataContainer((collect(1:10), collect(11:20)))
+    @test pairs[1] == (expected[1] - 100, expected[1] - 90)
+    images = reshape(Float32.(1:20), 2, 10)
+    shard = DistributedDataContainer(images; shuffle = true, seed = 7)
+    indices = shard_indices(10, rank, n; shuffle = true, seed = 7, strategy = :contiguous)
+    @test [shard[i] for i in 1:length(shard)] == [images[:, j] for j in indices]
+end
+
+testset("ddp_println and ddp_print") do
+    @test ddp_println("ddp_println from rank ", rank) === nothing
+    @test ddp_print("ddp_print from rank ", rank) === nothing
+end
+
+testset("errors carry libddp's status and message") do
+    error = ddp_error(() -> allreduce!(fill(Int32(1), 2), :avg), LibDDP.DDP_ERR_INVALID_ARGUMENT)
+    @test occursin("DDP_ERR_INVALID_ARGUMENT", sprint(showerror, error))
+    @test !isempty(error.message)
+    ddp_error(() -> bcast!(zeros(2), n), LibDDP.DDP_ERR_INVALID_ARGUMENT)
+    n > 1 && ddp_error(() -> allreduce!(zeros(rank + 1), +), LibDDP.DDP_ERR_MISMATCH)
+    n > 1 && ddp_error(() -> allreduce!(zeros(2), rank == 0 ? min : max), LibDDP.DDP_ERR_MISMATCH)
+    @test_throws ArgumentError allreduce!(zeros(2), -)
+    @test_throws ArgumentError allreduce!(view(zeros(4, 4), 1, :), +)
+    @test_throws ArgumentError allreduce!(fill(big(1), 2), +)
+end
+
+testset("finding libddp: DDP_LIBRARY, the system, pkg-config's libdir") do
+    # In fresh processes on rank 0: the lookup runs once per session.
+    if rank == 0
+        here = LibDDP.libddp_path()
+        system = Libdl.dlopen("libddp.so.0"; throw_error = false) !== nothing
+        missing_library = "/nonexistent/libddp.so.0"
+        output, code = in_fresh_julia("DDP.LibDDP.libddp_path()", Dict("DDP_LIBRARY" => missing_library))
+        @test code == 3
+        @test occursin("cannot load \"$missing_library\", named by the environment variable DDP_LIBRARY", output)
+        mktempdir() do pc_dir
+            write(joinpath(pc_dir, "ddp.pc"), "libdir=$(dirname(here))\nName: ddp\nDescription: libddp\n" *
+                                              "Version: 1\nLibs: -L\${libdir} -lddp\n")
+            output, code = in_fresh_julia("DDP.LibDDP.libddp_path()", Dict(
+                "DDP_LIBRARY" => nothing, "PKG_CONFIG_PATH" => nothing,
+                "PKG_CONFIG_LIBDIR" => pc_dir))
+            @test code == 0
+            system || @test realpath(output) == realpath(here)
+            output, code = in_fresh_julia("DDP.LibDDP.libddp_path()", Dict(
+                "DDP_LIBRARY" => nothing, "PKG_CONFIG_PATH" => nothing,
+                "PKG_CONFIG_LIBDIR" => joinpath(pc_dir, "empty")))
+            system || @test code == 3 && occursin("pkg-config knows no package ddp", output)
+        end
+    end
+end
+
+testset("the libddp_path preference: read without Preferences.jl, DDP_LIBRARY wins") do
+    if DDP.PREFERENCE_WRITER[] === nothing  # the Preferences extension is not loaded
+        @test_throws ArgumentError DDP.set_libddp_path!("/opt/libddp/lib/libddp.so.0")
+    end
+    # Fresh processes on rank 0, in a copy of the package's project holding a
+    # LocalPreferences.toml (Base reads preferences from Julia 1.6 on).
+    if rank == 0 && isdefined(Base, :get_preferences)
+        here = LibDDP.libddp_path()
+        mktempdir() do project
+            package = dirname(@__DIR__)
+            cp(joinpath(package, "Project.toml"), joinpath(project, "Project.toml"))
+            symlink(joinpath(package, "src"), joinpath(project, "src"))
+            preferences = joinpath(project, "LocalPreferences.toml")
+            run_in_project(env) = in_fresh_julia("DDP.LibDDP.libddp_path()", env; project = project)
+            write(preferences, "[DDP]\nlibddp_path = \"/nonexistent/preferred/libddp.so.0\"\n")
+            output, code = run_in_project(Dict("DDP_LIBRARY" => nothing))
+            @test code == 3 && occursin("named by the libddp_path preference", output)
+            write(preferences, "[DDP]\nlibddp_path = \"$here\"\n")
+            output, code = run_in_project(Dict("DDP_LIBRARY" => nothing))
+            @test code == 0 && realpath(output) == realpath(here)
+            output, code = run_in_project(Dict("DDP_LIBRARY" => "/nonexistent/env/libddp.so.0"))
+            @test code == 3 && occursin("named by the environment variable DDP_LIBRARY", output)
+        end
+    end
+end
+
+testset("Functors extension: structs in trees"; runs = LOADED[:Functors]) do
+    @test Base.get_extension(DDP, :DDPFunctorsExt) !== nothing
+    tree = (layer = Layer(fill(Float32(rank), 2)), steps = rank)
+    synced = synchronize!(tree)
+    @test tree.layer.w == zeros(Float32, 2)
+    @test synced.layer isa Layer && synced.steps == 0
+end
+
+testset("Optimisers extension: state trees and DistributedOptimizer"; runs = LOADED[:Optimisers]) do
+    @test Base.get_extension(DDP, :DDPOptimisersExt) !== nothing
+    state = Optimisers.setup(Optimisers.Adam(0.01), (w = fill(Float32(rank), 4),))
+    state.w.state[1] .= rank
+    synced_state = synchronize!(state)
+    @test synced_state.w.state[1] == zeros(Float32, 4)
+    @test synced_state.w.rule.eta == 0.01
+    x = (w = ones(Float64, 2),)
+    opt_state = Optimisers.setup(DistributedOptimizer(Optimisers.Descent(0.5)), x)
+    opt_state, x = Optimisers.update!(opt_state, x, (w = fill(Float64(rank + 1), 2),))
+    @test x.w ≈ fill(1 - 0.5 * (n + 1) / 2, 2)
+end
+
+testset("MLUtils extension: numobs and getobs"; runs = LOADED[:MLUtils]) do
+    @test Base.get_extension(DDP, :DDPMLUtilsExt) !== nothing
+    data = collect(101:110)
+    container = DistributedDataContainer(data)
+    per_rank = cld(10, n)
+    expected = [data[mod(rank * per_rank + k, 10) + 1] for k in 0:per_rank-1]
+    @test MLUtils.numobs(container) == per_rank
+    @test MLUtils.getobs(container, 1:per_rank) == expected
+    @test length(collect(MLUtils.DataLoader(container; batchsize = 1))) == per_rank
+end
+
+testset("MPI extension: DDP.Init(MPI.COMM_WORLD)"; runs = LOADED[:MPI]) do
+    @test Base.get_extension(DDP, :DDPMPIExt) !== nothing
+    @test MPI.Comm_rank(MPI.COMM_WORLD) == rank
+    @test MPI.Comm_size(MPI.COMM_WORLD) == n
+end
+
+testset("CUDA extension: the rank's GPU and CuArrays"; runs = LOADED[:CUDA] && CUDA.functional()) do
+    @test Base.get_extension(DDP, :DDPCUDAExt) !== nothing
+    @test CUDA.deviceid(CUDA.device()) == DDP.device()
+    v = CUDA.fill(Float32(rank + 1), 4)
+    allreduce!(v, +)
+    @test Array(v) == fill(Float32(n * (n + 1) / 2), 4)
+end
+
+testset("Finalize") do
+    DDP.Finalize()
+    @test !DDP.Initialized()
+    ddp_error(() -> allreduce!(zeros(2), +), LibDDP.DDP_ERR_NOT_INITIALIZED)
+    @test DDP.Finalize() === nothing
+end
+
+Test.pop_testset()
+if haskey(ENV, "DDP_TEST_RESULTS")
+    open(ENV["DDP_TEST_RESULTS"], "w") do io
+        foreach(((name, outcome),) -> println(io, "test ", name, " ... ", outcome), OUTCOMES)
+        failed = count(o -> last(o) == "FAILED", OUTCOMES)
+        println(io, "test result: ", failed == 0 ? "ok" : "FAILED", ". ",
+                count(o -> last(o) == "ok", OUTCOMES), " passed; ", failed, " failed; ",
+                count(o -> last(o) == "ignored", OUTCOMES), " ignored")
+    end
+end
+Test.finish(TOP)  # prints the summary; throws (exit code 1) when any test failed
