@@ -1,6 +1,7 @@
 #include "control/agreement.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "util/dtype.hpp"
 #include "util/error.hpp"
@@ -11,6 +12,8 @@ namespace ddp {
 namespace {
 
 // Description layout: header words, then (dtype | device type << 32, count) per tensor.
+// An invalid call's description has no tensors: its count word holds the
+// length of the rank's reason, whose bytes follow, eight to a word.
 enum Word : size_t { kind_word, valid_word, op_word, root_word, fusion_word, scalars_word, count_word, header_words };
 
 std::string tensor_text(std::span<const uint64_t> words, size_t index) {
@@ -18,6 +21,15 @@ std::string tensor_text(std::span<const uint64_t> words, size_t index) {
     return dtype_name(static_cast<int>(type & 0xffffffffu)) + "[" +
            std::to_string(words[header_words + 2 * index + 1]) + "] on " +
            device_type_name(static_cast<int>(type >> 32));
+}
+
+// The reason an invalid call's description carries ("" when none).
+std::string invalid_call_reason(std::span<const uint64_t> words) {
+    const size_t length = words[count_word];
+    if ((words.size() - header_words) * sizeof(uint64_t) < length) return {};
+    std::string reason(length, '\0');
+    std::memcpy(reason.data(), words.data() + header_words, length);
+    return reason;
 }
 
 // One sentence naming ranks a and b and what differs first between them.
@@ -28,8 +40,9 @@ std::string explain(std::span<const uint64_t> a, int rank_a, std::span<const uin
     const std::string what = kind_name(a[kind_word]);
     if (!a[valid_word] || !b[valid_word]) {
         const bool a_is_bad = !a[valid_word];
-        return (a_is_bad ? ra : rb) + " passed invalid arguments to " + what +
-               " (it returned DDP_ERR_INVALID_ARGUMENT with the details), unlike " + (a_is_bad ? rb : ra);
+        const std::string reason = invalid_call_reason(a_is_bad ? a : b);
+        return (a_is_bad ? ra : rb) + " passed invalid arguments to " + what + " (unlike " + (a_is_bad ? rb : ra) +
+               ")" + (reason.empty() ? std::string() : ": " + reason);
     }
     const std::string prefix = what + " mismatch: ";
     if (a[op_word] != b[op_word])
@@ -115,10 +128,13 @@ void agree_on_words(Backend& backend, ControlPlane& control, CallContext& contex
         throw mismatch(backend, control, context, words, explain_difference);
 }
 
-void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext& context) {
-    std::vector<uint64_t> words(header_words, 0);
+void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext& context, std::string_view reason) {
+    reason = reason.substr(0, max_reason_bytes);
+    std::vector<uint64_t> words(header_words + (reason.size() + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);
     words[kind_word] = static_cast<uint64_t>(context.kind);
     words[valid_word] = 0;
+    words[count_word] = reason.size();
+    std::memcpy(words.data() + header_words, reason.data(), reason.size());
     try {
         if (!hashes_agree(backend, control, context, hash_words(words)))
             mismatch(backend, control, context, words, explain);

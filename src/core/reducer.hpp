@@ -36,6 +36,9 @@ public:
     /// Finishes the step (collective) and readies the next one.
     void wait();
     bool step_open() const { return step_.has_value(); }
+    /// The communicator was finalized: nothing is in flight any more, so the
+    /// buckets go with the reducer instead of to the (gone) backend.
+    void communicator_gone() { transfers_abandoned_ = false; }
 
 private:
     struct Bucket {

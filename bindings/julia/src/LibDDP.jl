@@ -638,6 +638,27 @@ function ddp_comm_abort(comm, reason)
 end
 
 """
+    ddp_report_invalid_call(comm, collective, reason, opts)
+
+For bindings that check arguments of their own (an array's strides, a
+dtype their language has but libddp lacks) before a collective: takes
+part in `collective` as a rank whose arguments are invalid, as the C call
+itself does when it refuses them, so that the peers' call returns
+DDP_ERR_MISMATCH at once, naming this rank and `reason` (may be NULL;
+the first 1024 bytes travel), instead of waiting for this rank.
+`collective` is the call's name: "allreduce" (its async form too),
+"broadcast", "reduce", "sync_optimizer_state", "check_replicas",
+"barrier" or "reducer_create". `opts` (may be NULL) gives the timeout of
+that step, as for the call. Runs in call order, as a collective. Returns
+DDP_OK once this rank has taken part (the binding then reports its own
+error); DDP_ERR_INVALID_ARGUMENT for a NULL comm or collective or an
+unknown name (then it took no part), DDP_ERR_NOT_INITIALIZED.
+"""
+function ddp_report_invalid_call(comm, collective, reason, opts)
+    @ccall libddp_path().ddp_report_invalid_call(comm::Ptr{ddp_comm}, collective::Ptr{Cchar}, reason::Ptr{Cchar}, opts::Ptr{ddp_collective_options})::ddp_status
+end
+
+"""
     ddp_request_stream_wait(request, cuda_stream)
 
 Makes the cudaStream_t `cuda_stream` (NULL: the legacy default stream)
