@@ -349,8 +349,11 @@ class Request:
         # abandoned request that is still running keeps its memory until it
         # is done, and is freed by a later request or by finalize.
         if getattr(self, "_handle", None):
-            _abandoned.append((self._handle, self._tensor_list))
-            _free_finished_abandoned()
+            try:
+                _abandoned.append((self._handle, self._tensor_list))
+                _free_finished_abandoned()
+            except (TypeError, AttributeError):
+                pass  # the interpreter is shutting down (module globals are gone): kept
 
 
 # (handle, memory) of requests dropped unfinished; see Request.__del__.
