@@ -680,6 +680,17 @@ DDP_API ddp_status ddp_reducer_mark_ready(ddp_reducer* reducer, int64_t index);
  *  next step. Collective. DDP_ERR_MISMATCH, DDP_ERR_TIMEOUT, DDP_ERR_BACKEND. */
 DDP_API ddp_status ddp_reducer_wait(ddp_reducer* reducer);
 
+/** Ends this rank's step as failed, for a binding whose caller passed a bad
+ *  argument during the step (an index it checks itself) or a rank that
+ *  cannot finish it: as ddp_reducer_wait (collective; unmarked buckets are
+ *  started so that no peer waits for ever), except that every peer's
+ *  ddp_reducer_wait returns DDP_ERR_MISMATCH naming this rank and `reason`
+ *  (may be NULL; the first 1024 bytes travel). The step's gradients are
+ *  undefined. Returns DDP_OK once this rank has taken part (the binding then
+ *  reports its own error); DDP_ERR_INVALID_ARGUMENT when it could not (as
+ *  ddp_reducer_wait refuses), DDP_ERR_NOT_INITIALIZED. */
+DDP_API ddp_status ddp_reducer_fail_step(ddp_reducer* reducer, const char* reason);
+
 /** Frees the reducer and its buckets; NULL is a no-op. A step in progress
  *  is finished first (as ddp_reducer_wait, so then it is collective). After
  *  a step that failed with reductions in flight, the buckets are kept until

@@ -647,6 +647,18 @@ DDP_API ddp_status ddp_reducer_wait(ddp_reducer* reducer) {
     });
 }
 
+DDP_API ddp_status ddp_reducer_fail_step(ddp_reducer* reducer, const char* reason) {
+    return guarded([&] {
+        Reducer& r = live_reducer(reducer);
+        try {
+            live_comm(reducer->comm).run_reducer_call([&] { r.wait(std::string_view(reason != nullptr ? reason : "")); });
+        } catch (const Error& error) {
+            // The step ended, as a mismatch (what it is for) or broken: the binding reports its own error.
+            if (error.status() == DDP_ERR_INVALID_ARGUMENT) throw;  // refused: another thread is inside, or another reducer's step is open
+        }
+    });
+}
+
 DDP_API ddp_status ddp_reducer_free(ddp_reducer* reducer) {
     if (reducer == nullptr) return DDP_OK;
     return guarded([&] {

@@ -73,7 +73,7 @@ def test_every_libddp_call_exists_in_the_generated_layer_with_that_argument_coun
                                         "ddp_report_invalid_call",
                                         "ddp_reducer_create",
                                         "ddp_reducer_gradient", "ddp_reducer_mark_ready",
-                                        "ddp_reducer_wait", "ddp_reducer_free"}
+                                        "ddp_reducer_wait", "ddp_reducer_free", "ddp_reducer_fail_step"}
 
 
 def test_libddp_call_check_catches_wrong_counts_and_unknown_names():

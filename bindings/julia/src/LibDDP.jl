@@ -722,6 +722,23 @@ function ddp_reducer_wait(reducer)
 end
 
 """
+    ddp_reducer_fail_step(reducer, reason)
+
+Ends this rank's step as failed, for a binding whose caller passed a bad
+argument during the step (an index it checks itself) or a rank that
+cannot finish it: as ddp_reducer_wait (collective; unmarked buckets are
+started so that no peer waits for ever), except that every peer's
+ddp_reducer_wait returns DDP_ERR_MISMATCH naming this rank and `reason`
+(may be NULL; the first 1024 bytes travel). The step's gradients are
+undefined. Returns DDP_OK once this rank has taken part (the binding then
+reports its own error); DDP_ERR_INVALID_ARGUMENT when it could not (as
+ddp_reducer_wait refuses), DDP_ERR_NOT_INITIALIZED.
+"""
+function ddp_reducer_fail_step(reducer, reason)
+    @ccall libddp_path().ddp_reducer_fail_step(reducer::Ptr{ddp_reducer}, reason::Ptr{Cchar})::ddp_status
+end
+
+"""
     ddp_reducer_free(reducer)
 
 Frees the reducer and its buckets; NULL is a no-op. A step in progress

@@ -423,6 +423,11 @@ ddp_reducer_wait.argtypes = [ctypes.POINTER(ddp_reducer)]
 ddp_reducer_wait.restype = ctypes.c_int
 ddp_reducer_wait.errcheck = _check_status
 
+ddp_reducer_fail_step = _lib.ddp_reducer_fail_step
+ddp_reducer_fail_step.argtypes = [ctypes.POINTER(ddp_reducer), ctypes.c_char_p]
+ddp_reducer_fail_step.restype = ctypes.c_int
+ddp_reducer_fail_step.errcheck = _check_status
+
 ddp_reducer_free = _lib.ddp_reducer_free
 ddp_reducer_free.argtypes = [ctypes.POINTER(ddp_reducer)]
 ddp_reducer_free.restype = ctypes.c_int
