@@ -337,22 +337,39 @@ def test_a_bad_argument_on_one_rank_makes_every_peer_raise_at_once(comm, case):
     comm.allreduce([np.ones(2)])  # every rank is in step again
 
 
-def test_a_bad_mark_ready_on_one_rank_fails_the_step_on_every_rank(comm):
-    """The bad rank raises at once; leaving the `with` block by that exception
-    finishes its step, so the peers' wait raises naming it."""
+@pytest.mark.parametrize("bad_gradient", [7, "bias", "marked twice"])
+def test_a_bad_mark_ready_on_one_rank_fails_the_step_on_every_rank(comm, bad_gradient):
+    """The bad rank raises, after ending the step with its peers, whose wait()
+    raises naming it and the reason; the next step works everywhere."""
     bad_rank = comm.size - 1
     like = {"w": np.zeros(6, np.float32), "b": np.zeros(3, np.float32)}
-    if comm.rank == bad_rank:
-        with pytest.raises(IndexError, match="gradient index 7 is out of range"):
-            with comm.reducer(like, timeout=PEER_TIMEOUT) as reducer:
-                reducer.mark_ready(7)
-    else:
-        with comm.reducer(like, timeout=PEER_TIMEOUT) as reducer:
-            for gradient in (reducer.gradients["w"], reducer.gradients["b"]):
+    with comm.reducer(like, timeout=PEER_TIMEOUT) as reducer:
+        grads = reducer.gradients
+        if comm.rank == bad_rank:
+            reducer.mark_ready(grads["w"])
+            if bad_gradient == "marked twice":
+                error, words = ddp.InvalidArgumentError, "already marked ready in this step"
+                bad_gradient = grads["w"]
+            else:
+                error, words = (IndexError, "gradient index 7 is out of range") if bad_gradient == 7 \
+                    else (TypeError, "mark_ready takes a gradient's index or one of")
+            with pytest.raises(error, match=words):
+                reducer.mark_ready(bad_gradient)
+        else:
+            for gradient in (grads["w"], grads["b"]):
                 reducer.mark_ready(gradient)
-            with pytest.raises(ddp.MismatchError, match=f"rank {bad_rank}"):
+            with pytest.raises(ddp.MismatchError) as caught:
                 reducer.wait()
-    comm.allreduce([np.ones(2)])
+            message = caught.value.message
+            assert f"rank {bad_rank} failed its step (unlike rank 0)" in message, message
+            words = "already marked" if bad_gradient == "marked twice" else \
+                "out of range" if bad_gradient == 7 else "mark_ready takes"
+            assert words in message, message
+        for gradient in (grads["b"], grads["w"]):  # the next step, on every rank
+            gradient[...] = comm.rank
+            reducer.mark_ready(gradient)
+        reducer.wait()
+        np.testing.assert_allclose(grads["w"], (comm.size - 1) / 2)
 
 
 # Trees everywhere, and mismatches named by tree path.

@@ -13,6 +13,9 @@ the gradients are NumPy views into them, in a tree of the same structure.
 A bucket's reduction starts the moment its last gradient is marked, while the
 caller goes on computing; nothing is packed or copied.
 
+A bad argument to mark_ready ends the step on every rank at once (see
+mark_ready), so that no peer waits for this rank.
+
 Lifetime: the views keep their buckets alive. close() (or leaving `with`)
 finishes a step left open (collective, as wait) and ends the reducer, but
 the buckets are freed only when the last view is gone, so a view read after
@@ -109,14 +112,26 @@ class Reducer:
     def mark_ready(self, gradient):
         """`gradient` (its index in flat order, or the view from
         reducer.gradients) is computed for this step (any order). A bad
-        argument raises here and marks nothing, but this rank is in the step
-        from now on: its wait(), or close() (leaving `with`, also by that
-        exception), finishes the step with the peers, whose wait() then
-        raises MismatchError naming this rank and the gradient it did not
-        mark, instead of waiting for it."""
+        argument (or one marked twice) ends the step on every rank: this rank
+        takes part as failed (ddp_reducer_fail_step, which returns once the
+        peers reach their wait) and raises the error; the peers' wait()
+        raises MismatchError naming this rank and the reason. The next
+        mark_ready starts a new step."""
         buckets = self._live()
+        try:
+            index = self._index(gradient)
+            _ffi.ddp_reducer_mark_ready(buckets.handle, index)
+        except (IndexError, TypeError, _ffi.InvalidArgumentError) as error:
+            self._fail_step(buckets, f"{type(error).__name__}: {error}")
+            raise
         buckets.step_open = True
-        _ffi.ddp_reducer_mark_ready(buckets.handle, self._index(gradient))
+
+    def _fail_step(self, buckets, reason):
+        try:
+            _ffi.ddp_reducer_fail_step(buckets.handle, reason.encode("utf-8", "replace"))
+        except _ffi.DDPError:
+            pass  # refused or broken: the argument error is the one to report
+        buckets.step_open = False
 
     def wait(self):
         """Finishes the step on every rank; raises MismatchError on every rank
