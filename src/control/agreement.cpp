@@ -12,8 +12,8 @@ namespace ddp {
 namespace {
 
 // Description layout: header words, then (dtype | device type << 32, count) per tensor.
-// An invalid call's description has no tensors: its count word holds the
-// length of the rank's reason, whose bytes follow, eight to a word.
+// An invalid call's description has no tensors: the rank's reason follows
+// the header (append_reason).
 enum Word : size_t { kind_word, valid_word, op_word, root_word, fusion_word, scalars_word, count_word, header_words };
 
 std::string tensor_text(std::span<const uint64_t> words, size_t index) {
@@ -21,15 +21,6 @@ std::string tensor_text(std::span<const uint64_t> words, size_t index) {
     return dtype_name(static_cast<int>(type & 0xffffffffu)) + "[" +
            std::to_string(words[header_words + 2 * index + 1]) + "] on " +
            device_type_name(static_cast<int>(type >> 32));
-}
-
-// The reason an invalid call's description carries ("" when none).
-std::string invalid_call_reason(std::span<const uint64_t> words) {
-    const size_t length = words[count_word];
-    if ((words.size() - header_words) * sizeof(uint64_t) < length) return {};
-    std::string reason(length, '\0');
-    std::memcpy(reason.data(), words.data() + header_words, length);
-    return reason;
 }
 
 // One sentence naming ranks a and b and what differs first between them.
@@ -40,7 +31,7 @@ std::string explain(std::span<const uint64_t> a, int rank_a, std::span<const uin
     const std::string what = kind_name(a[kind_word]);
     if (!a[valid_word] || !b[valid_word]) {
         const bool a_is_bad = !a[valid_word];
-        const std::string reason = invalid_call_reason(a_is_bad ? a : b);
+        const std::string reason = reason_at(a_is_bad ? a : b, header_words);
         return (a_is_bad ? ra : rb) + " passed invalid arguments to " + what + " (unlike " + (a_is_bad ? rb : ra) +
                ")" + (reason.empty() ? std::string() : ": " + reason);
     }
@@ -128,13 +119,28 @@ void agree_on_words(Backend& backend, ControlPlane& control, CallContext& contex
         throw mismatch(backend, control, context, words, explain_difference);
 }
 
-void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext& context, std::string_view reason) {
+void append_reason(std::vector<uint64_t>& words, std::string_view reason) {
     reason = reason.substr(0, max_reason_bytes);
-    std::vector<uint64_t> words(header_words + (reason.size() + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);
+    const size_t at = words.size() + 1;
+    words.push_back(reason.size());
+    words.resize(at + (reason.size() + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);
+    std::memcpy(words.data() + at, reason.data(), reason.size());
+}
+
+std::string reason_at(std::span<const uint64_t> words, size_t at) {
+    if (at >= words.size()) return {};
+    const size_t length = words[at];
+    if ((words.size() - at - 1) * sizeof(uint64_t) < length) return {};
+    std::string reason(length, '\0');
+    std::memcpy(reason.data(), words.data() + at + 1, length);
+    return reason;
+}
+
+void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext& context, std::string_view reason) {
+    std::vector<uint64_t> words(header_words, 0);
     words[kind_word] = static_cast<uint64_t>(context.kind);
     words[valid_word] = 0;
-    words[count_word] = reason.size();
-    std::memcpy(words.data() + header_words, reason.data(), reason.size());
+    append_reason(words, reason);
     try {
         if (!hashes_agree(backend, control, context, hash_words(words)))
             mismatch(backend, control, context, words, explain);

@@ -59,8 +59,15 @@ using ExplainDifference =
 void agree_on_words(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
                     const ExplainDifference& explain);
 
-/// The longest reason an invalid call carries to its peers; longer ones are cut.
+/// The longest reason a rank sends its peers; longer ones are cut.
 constexpr size_t max_reason_bytes = 1024;
+
+/// Appends a rank's reason (its first max_reason_bytes) to words that its
+/// peers will see: its length, then its bytes, eight to a word.
+void append_reason(std::vector<uint64_t>& words, std::string_view reason);
+
+/// The reason append_reason put at words[at] ("" when the words are too short).
+std::string reason_at(std::span<const uint64_t> words, size_t at);
 
 /// Takes part in agreement for a call whose arguments failed validation on
 /// this rank, so that the peers return DDP_ERR_MISMATCH instead of waiting,

@@ -1,6 +1,5 @@
 #include "core/reducer.hpp"
 
-#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,26 +21,18 @@ constexpr size_t max_in_flight = 4;
 
 bool is_marked(std::span<const uint64_t> bits, size_t index) { return (bits[index / 64] >> (index % 64)) & 1u; }
 
-// A step's words: the marked bits (`mark_words` of them), then, from a rank
-// that fails its step on purpose, its reason's length and bytes.
+// A step's words: the marked bits, then, from a rank that fails its step on
+// purpose, its reason (append_reason).
 std::vector<uint64_t> step_words(std::span<const uint64_t> marked, std::optional<std::string_view> failure) {
     std::vector<uint64_t> words(marked.begin(), marked.end());
-    if (!failure) return words;
-    const std::string_view reason = failure->substr(0, max_reason_bytes);
-    words.push_back(reason.size());
-    words.resize(words.size() + (reason.size() + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);
-    std::memcpy(words.data() + marked.size() + 1, reason.data(), reason.size());
+    if (failure) append_reason(words, *failure);
     return words;
 }
 
 // The reason in a failed step's words, or nullopt when the rank did not fail it.
 std::optional<std::string> step_failure(std::span<const uint64_t> words, size_t mark_words) {
     if (words.size() <= mark_words) return std::nullopt;
-    const size_t length = words[mark_words];
-    if ((words.size() - mark_words - 1) * sizeof(uint64_t) < length) return std::string();
-    std::string reason(length, '\0');
-    std::memcpy(reason.data(), words.data() + mark_words + 1, length);
-    return reason;
+    return reason_at(words, mark_words);
 }
 
 // Ranks a and b ended a step differently: name a rank that failed it, or

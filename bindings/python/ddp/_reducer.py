@@ -67,7 +67,6 @@ class Reducer:
     the buckets."""
 
     def __init__(self, comm, like, op="avg", fusion_bytes=None, timeout=None):
-        self._timeout = timeout
         self._buckets = None
         with CheckedCall(comm, "reducer_create", like, "like", timeout) as call:
             leaves, rebuild = _trees.flatten(like)
@@ -89,7 +88,6 @@ class Reducer:
                        for index, (shape, _) in enumerate(shapes_and_types)]
         self._index_of_view = {id(view): index for index, view in enumerate(self._views)}
         self.gradients = rebuild(self._views)
-        self._names = call.leaf_name
 
     def _live(self):
         if self._buckets is None:
