@@ -106,6 +106,39 @@ def test_gradient_views_stay_valid_after_the_reducer_and_the_communicator(tmp_pa
     assert "after finalize 5.0 0.0" in result.stdout and "freed" in result.stdout
 
 
+def test_gradient_views_outlive_a_step_that_timed_out_and_the_communicator(tmp_path):
+    """A step that fails with reductions in flight leaves its buckets to
+    libddp until finalize; views into them are read, and freed, after it."""
+    result = run_script(tmp_path, """
+        import gc
+        import time
+        import numpy as np
+        import ddp
+        comm = ddp.init(timeout=60)
+        reducer = comm.reducer([np.zeros(100000), np.zeros(10)], timeout=1 if comm.rank == 0 else 60)
+        grads = reducer.gradients
+        reducer.mark_ready(1)
+        if comm.rank == 0:
+            reducer.mark_ready(0)  # rank 1 never does: this step's data cannot arrive
+        else:
+            time.sleep(3)
+        try:
+            reducer.wait()
+        except ddp.TimeoutError:
+            print("rank", comm.rank, "timed out", flush=True)
+        comm.finalize()
+        del reducer
+        gc.collect()
+        print("rank", comm.rank, "reads", grads[1][:2], flush=True)
+        del grads
+        gc.collect()
+        print("rank", comm.rank, "freed", flush=True)
+    """, ranks=2)
+    for rank in (0, 1):
+        assert f"rank {rank} timed out" in result.stdout, result.stdout + result.stderr
+        assert f"rank {rank} freed" in result.stdout, result.stdout + result.stderr
+
+
 # What every rank sets up, what rank 0 drops while rank 1 has not joined,
 # and how rank 1 then finishes.
 DROPPED = {
