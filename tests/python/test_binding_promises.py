@@ -208,6 +208,24 @@ def test_an_unhandled_exception_on_one_rank_makes_its_peers_raise_at_once(tmp_pa
     assert "rank 1 aborted the communicator" in result.stdout, result.stdout
 
 
+def test_a_rank_that_leaves_with_sys_exit_makes_its_peers_raise_at_once(tmp_path):
+    """sys.exit() is no error: the rank finalizes at exit, which tells its
+    peers; rank 0's barrier raises instead of waiting its 600 s."""
+    result = run_script(tmp_path, """
+        import sys
+        import ddp
+        comm = ddp.init(timeout=600)
+        if comm.rank == 1:
+            sys.exit(0)
+        try:
+            comm.barrier()
+        except ddp.DDPError as error:
+            print("rank 0 raised", type(error).__name__, error, flush=True)
+    """, ranks=2)
+    assert "rank 0 raised TimeoutError" in result.stdout, result.stdout + result.stderr
+    assert "rank 1 finalized the communicator" in result.stdout, result.stdout
+
+
 def test_log_lines_of_ranks_never_interleave(tmp_path):
     """Three ranks log at once into one file, as ranks whose stderr is one
     file or terminal do (a batch system's job log). Each line is one write,

@@ -8,8 +8,10 @@ exception does not finalize: its peers may be waiting for it inside a
 collective, and MPI_Finalize would wait for them in turn. It breaks the
 communicator instead (ddp_comm_abort, which never waits), so that the peers'
 collectives raise at once naming this rank and its exception, and exits with
-status 1; mpirun then ends the whole job. A rank killed by a signal runs no
-hooks at all; mpirun ends the job as well.
+status 1; mpirun then ends the whole job. A rank that leaves early with
+sys.exit() (not an error) finalizes, which tells the peers too: their
+collectives fail at once. A rank killed by a signal runs no hooks at all;
+mpirun ends the job as well.
 """
 import atexit
 import sys
