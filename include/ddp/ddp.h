@@ -603,6 +603,24 @@ DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t worl
 DDP_API ddp_status ddp_comm_abort(ddp_comm* comm, const char* reason);
 
 /**
+ * For bindings that check arguments of their own (an array's strides, a
+ * dtype their language has but libddp lacks) before a collective: takes
+ * part in `collective` as a rank whose arguments are invalid, as the C call
+ * itself does when it refuses them, so that the peers' call returns
+ * DDP_ERR_MISMATCH at once, naming this rank and `reason` (may be NULL;
+ * the first 1024 bytes travel), instead of waiting for this rank.
+ * `collective` is the call's name: "allreduce" (its async form too),
+ * "broadcast", "reduce", "sync_optimizer_state", "check_replicas",
+ * "barrier" or "reducer_create". `opts` (may be NULL) gives the timeout of
+ * that step, as for the call. Runs in call order, as a collective. Returns
+ * DDP_OK once this rank has taken part (the binding then reports its own
+ * error); DDP_ERR_INVALID_ARGUMENT for a NULL comm or collective or an
+ * unknown name (then it took no part), DDP_ERR_NOT_INITIALIZED.
+ */
+DDP_API ddp_status ddp_report_invalid_call(ddp_comm* comm, const char* collective, const char* reason,
+                                           const ddp_collective_options* opts);
+
+/**
  * Makes the cudaStream_t `cuda_stream` (NULL: the legacy default stream)
  * wait for `request` without blocking the host, where the request runs on
  * the GPU (device buffers with the `nccl` backend): work enqueued on that
@@ -661,6 +679,17 @@ DDP_API ddp_status ddp_reducer_mark_ready(ddp_reducer* reducer, int64_t index);
  *  every rank marked the same gradients, and makes the reducer ready for the
  *  next step. Collective. DDP_ERR_MISMATCH, DDP_ERR_TIMEOUT, DDP_ERR_BACKEND. */
 DDP_API ddp_status ddp_reducer_wait(ddp_reducer* reducer);
+
+/** Ends this rank's step as failed, for a binding whose caller passed a bad
+ *  argument during the step (an index it checks itself) or a rank that
+ *  cannot finish it: as ddp_reducer_wait (collective; unmarked buckets are
+ *  started so that no peer waits for ever), except that every peer's
+ *  ddp_reducer_wait returns DDP_ERR_MISMATCH naming this rank and `reason`
+ *  (may be NULL; the first 1024 bytes travel). The step's gradients are
+ *  undefined. Returns DDP_OK once this rank has taken part (the binding then
+ *  reports its own error); DDP_ERR_INVALID_ARGUMENT when it could not (as
+ *  ddp_reducer_wait refuses), DDP_ERR_NOT_INITIALIZED. */
+DDP_API ddp_status ddp_reducer_fail_step(ddp_reducer* reducer, const char* reason);
 
 /** Frees the reducer and its buckets; NULL is a no-op. A step in progress
  *  is finished first (as ddp_reducer_wait, so then it is collective). After

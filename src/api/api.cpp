@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "api/options.hpp"
@@ -136,7 +137,7 @@ CollectiveCall described_call(Communicator& comm, CollectiveKind kind, const ddp
 /// error, naming this rank. Must run in call order.
 [[noreturn]] void report_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s, const Error& invalid) {
     try {
-        announce_invalid_call(comm, kind, timeout_s);
+        announce_invalid_call(comm, kind, timeout_s, invalid.what());
     } catch (const Error&) {
         // A broken communicator: the validation error is still the one to report.
     }
@@ -157,6 +158,17 @@ void blocking_collective(ddp_comm* handle, CollectiveKind kind, const ddp_collec
         }
         run_collective(comm, call);
     });
+}
+
+/// The collective a binding names in ddp_report_invalid_call.
+CollectiveKind checked_collective_kind(const char* name) {
+    for (CollectiveKind kind : {CollectiveKind::allreduce, CollectiveKind::broadcast, CollectiveKind::reduce,
+                                CollectiveKind::sync_optimizer_state, CollectiveKind::check_replicas,
+                                CollectiveKind::barrier, CollectiveKind::reducer_create})
+        if (std::string_view(name) == kind_name(static_cast<uint64_t>(kind))) return kind;
+    fail(DDP_ERR_INVALID_ARGUMENT, "collective \"" + std::string(name) +
+                                       "\" is not one of allreduce, broadcast, reduce, sync_optimizer_state, "
+                                       "check_replicas, barrier, reducer_create");
 }
 
 /// A writable tensor list: valid tensors that do not overlap.
@@ -635,6 +647,18 @@ DDP_API ddp_status ddp_reducer_wait(ddp_reducer* reducer) {
     });
 }
 
+DDP_API ddp_status ddp_reducer_fail_step(ddp_reducer* reducer, const char* reason) {
+    return guarded([&] {
+        Reducer& r = live_reducer(reducer);
+        try {
+            live_comm(reducer->comm).run_reducer_call([&] { r.wait(std::string_view(reason != nullptr ? reason : "")); });
+        } catch (const Error& error) {
+            // The step ended, as a mismatch (what it is for) or broken: the binding reports its own error.
+            if (error.status() == DDP_ERR_INVALID_ARGUMENT) throw;  // refused: another thread is inside, or another reducer's step is open
+        }
+    });
+}
+
 DDP_API ddp_status ddp_reducer_free(ddp_reducer* reducer) {
     if (reducer == nullptr) return DDP_OK;
     return guarded([&] {
@@ -642,12 +666,35 @@ DDP_API ddp_status ddp_reducer_free(ddp_reducer* reducer) {
                                reducer->comm->live;
         if (!comm_live) {  // the communicator is gone: nothing can be in flight any more
             std::unique_ptr<ddp_reducer> owned(reducer);
+            owned->reducer->communicator_gone();
             return;
         }
         // Refused (and nothing freed) while another thread is inside a call on the communicator.
         reducer->comm->live->run_reducer_call([&] {
             std::unique_ptr<ddp_reducer> owned(reducer);
             if (owned->reducer->step_open()) owned->reducer->wait();
+        });
+    });
+}
+
+DDP_API ddp_status ddp_report_invalid_call(ddp_comm* comm, const char* collective, const char* reason,
+                                           const ddp_collective_options* opts) {
+    return guarded([&] {
+        Communicator& c = live_comm(comm);
+        require_not_null(collective, "collective");
+        const CollectiveKind kind = checked_collective_kind(collective);
+        double timeout_s = 0;
+        try {
+            timeout_s = checked_call_options(opts, c).timeout_s;
+        } catch (const Error&) {
+            // The call's own timeout could not be read: the communicator's serves.
+        }
+        c.run([&] {
+            try {
+                announce_invalid_call(c, kind, timeout_s, reason != nullptr ? reason : "");
+            } catch (const Error&) {
+                // A broken communicator: the binding's own error is still the one to report.
+            }
         });
     });
 }

@@ -1,6 +1,7 @@
 #include "control/agreement.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "util/dtype.hpp"
 #include "util/error.hpp"
@@ -11,6 +12,8 @@ namespace ddp {
 namespace {
 
 // Description layout: header words, then (dtype | device type << 32, count) per tensor.
+// An invalid call's description has no tensors: the rank's reason follows
+// the header (append_reason).
 enum Word : size_t { kind_word, valid_word, op_word, root_word, fusion_word, scalars_word, count_word, header_words };
 
 std::string tensor_text(std::span<const uint64_t> words, size_t index) {
@@ -28,8 +31,9 @@ std::string explain(std::span<const uint64_t> a, int rank_a, std::span<const uin
     const std::string what = kind_name(a[kind_word]);
     if (!a[valid_word] || !b[valid_word]) {
         const bool a_is_bad = !a[valid_word];
-        return (a_is_bad ? ra : rb) + " passed invalid arguments to " + what +
-               " (it returned DDP_ERR_INVALID_ARGUMENT with the details), unlike " + (a_is_bad ? rb : ra);
+        const std::string reason = reason_at(a_is_bad ? a : b, header_words);
+        return (a_is_bad ? ra : rb) + " passed invalid arguments to " + what + " (unlike " + (a_is_bad ? rb : ra) +
+               ")" + (reason.empty() ? std::string() : ": " + reason);
     }
     const std::string prefix = what + " mismatch: ";
     if (a[op_word] != b[op_word])
@@ -115,10 +119,28 @@ void agree_on_words(Backend& backend, ControlPlane& control, CallContext& contex
         throw mismatch(backend, control, context, words, explain_difference);
 }
 
-void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext& context) {
+void append_reason(std::vector<uint64_t>& words, std::string_view reason) {
+    reason = reason.substr(0, max_reason_bytes);
+    const size_t at = words.size() + 1;
+    words.push_back(reason.size());
+    words.resize(at + (reason.size() + sizeof(uint64_t) - 1) / sizeof(uint64_t), 0);
+    std::memcpy(words.data() + at, reason.data(), reason.size());
+}
+
+std::string reason_at(std::span<const uint64_t> words, size_t at) {
+    if (at >= words.size()) return {};
+    const size_t length = words[at];
+    if ((words.size() - at - 1) * sizeof(uint64_t) < length) return {};
+    std::string reason(length, '\0');
+    std::memcpy(reason.data(), words.data() + at + 1, length);
+    return reason;
+}
+
+void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext& context, std::string_view reason) {
     std::vector<uint64_t> words(header_words, 0);
     words[kind_word] = static_cast<uint64_t>(context.kind);
     words[valid_word] = 0;
+    append_reason(words, reason);
     try {
         if (!hashes_agree(backend, control, context, hash_words(words)))
             mismatch(backend, control, context, words, explain);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <span>
 #include <vector>
 
@@ -58,9 +59,20 @@ using ExplainDifference =
 void agree_on_words(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
                     const ExplainDifference& explain);
 
+/// The longest reason a rank sends its peers; longer ones are cut.
+constexpr size_t max_reason_bytes = 1024;
+
+/// Appends a rank's reason (its first max_reason_bytes) to words that its
+/// peers will see: its length, then its bytes, eight to a word.
+void append_reason(std::vector<uint64_t>& words, std::string_view reason);
+
+/// The reason append_reason put at words[at] ("" when the words are too short).
+std::string reason_at(std::span<const uint64_t> words, size_t at);
+
 /// Takes part in agreement for a call whose arguments failed validation on
-/// this rank, so that the peers return DDP_ERR_MISMATCH instead of waiting.
-/// Errors of that step are dropped: the caller reports its own.
-void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext& context);
+/// this rank, so that the peers return DDP_ERR_MISMATCH instead of waiting,
+/// naming this rank and `reason` (this rank's own error message). Errors of
+/// that step are dropped: the caller reports its own.
+void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext& context, std::string_view reason);
 
 }  // namespace ddp

@@ -270,11 +270,11 @@ void broadcast_scalars(Communicator& comm, CallContext& context, const Collectiv
                         WaitStyle::for_data);
 }
 
-void announce_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s) {
+void announce_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s, std::string_view reason) {
     ControlPlane& control = comm.control();
     CallContext context = control.begin(kind, timeout_s);
     CallScope scope(control);
-    agree_on_invalid_call(comm.backend(), control, context);
+    agree_on_invalid_call(comm.backend(), control, context, reason);
 }
 
 }  // namespace ddp

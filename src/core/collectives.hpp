@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "control/collective_kind.hpp"
 #include "core/communicator.hpp"
@@ -61,7 +62,8 @@ void run_host_data_phase(Communicator& comm, CallContext& context, const Collect
 void broadcast_scalars(Communicator& comm, CallContext& context, const CollectiveCall& call);
 
 /// Takes part in agreement for a call of `kind` whose arguments failed
-/// validation on this rank, so that its peers fail at once instead of waiting.
-void announce_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s);
+/// validation on this rank, so that its peers fail at once instead of waiting,
+/// naming this rank and `reason`.
+void announce_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s, std::string_view reason);
 
 }  // namespace ddp

@@ -1,7 +1,11 @@
 #include "core/reducer.hpp"
 
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
 
 #include "control/agreement.hpp"
 #include "device/cpu/elementwise.hpp"
@@ -17,10 +21,30 @@ constexpr size_t max_in_flight = 4;
 
 bool is_marked(std::span<const uint64_t> bits, size_t index) { return (bits[index / 64] >> (index % 64)) & 1u; }
 
-// Ranks a and b marked different gradients in a step: name the first.
+// A step's words: the marked bits, then, from a rank that fails its step on
+// purpose, its reason (append_reason).
+std::vector<uint64_t> step_words(std::span<const uint64_t> marked, std::optional<std::string_view> failure) {
+    std::vector<uint64_t> words(marked.begin(), marked.end());
+    if (failure) append_reason(words, *failure);
+    return words;
+}
+
+// The reason in a failed step's words, or nullopt when the rank did not fail it.
+std::optional<std::string> step_failure(std::span<const uint64_t> words, size_t mark_words) {
+    if (words.size() <= mark_words) return std::nullopt;
+    return reason_at(words, mark_words);
+}
+
+// Ranks a and b ended a step differently: name a rank that failed it, or
+// else the first gradient one of them marked and the other did not.
 std::string explain_marks(std::span<const uint64_t> a, int rank_a, std::span<const uint64_t> b, int rank_b,
-                          uint64_t step) {
-    for (size_t i = 0; i < 64 * a.size(); ++i) {
+                          uint64_t step, size_t mark_words) {
+    for (const auto& [words, rank, other] : {std::tuple(a, rank_a, rank_b), std::tuple(b, rank_b, rank_a)})
+        if (const std::optional<std::string> reason = step_failure(words, mark_words))
+            return "reducer step #" + std::to_string(step) + ": rank " + std::to_string(rank) +
+                   " failed its step (unlike rank " + std::to_string(other) + ")" +
+                   (reason->empty() ? std::string() : ": " + *reason) + "; this step's gradients are undefined";
+    for (size_t i = 0; i < 64 * mark_words; ++i) {
         if (is_marked(a, i) == is_marked(b, i)) continue;
         const bool a_marked = is_marked(a, i);
         return "reducer step #" + std::to_string(step) + ": rank " + std::to_string(a_marked ? rank_a : rank_b) +
@@ -201,7 +225,7 @@ void Reducer::finish_bucket(Bucket& bucket) {
     bucket.finished = true;
 }
 
-void Reducer::wait() {
+void Reducer::wait(std::optional<std::string_view> failure) {
     require_step_owner();
     open_step();
     try {
@@ -214,9 +238,11 @@ void Reducer::wait() {
                             static_cast<double>(comm_.backend().size()));
         }
         const uint64_t step = step_->sequence;
-        agree_on_words(comm_.backend(), control, *step_, marked_, [step](auto a, int rank_a, auto b, int rank_b) {
-            return explain_marks(a, rank_a, b, rank_b, step);
-        });
+        const size_t mark_words = marked_.size();
+        agree_on_words(comm_.backend(), control, *step_, step_words(marked_, failure),
+                       [step, mark_words](auto a, int rank_a, auto b, int rank_b) {
+                           return explain_marks(a, rank_a, b, rank_b, step, mark_words);
+                       });
     } catch (const Error& error) {
         close_step(true);
         // A failure of this rank's own (not a mismatch or a timeout every

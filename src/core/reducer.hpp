@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/communicator.hpp"
@@ -33,9 +34,14 @@ public:
     /// Marks gradient `index` computed; starts every bucket that is now
     /// complete and next in order. The first mark of a step agrees on it.
     void mark_ready(int64_t index);
-    /// Finishes the step (collective) and readies the next one.
-    void wait();
+    /// Finishes the step (collective) and readies the next one. With a
+    /// `failure`, this rank fails the step on purpose: every peer's wait
+    /// throws DDP_ERR_MISMATCH naming this rank and the reason.
+    void wait(std::optional<std::string_view> failure = std::nullopt);
     bool step_open() const { return step_.has_value(); }
+    /// The communicator was finalized: nothing is in flight any more, so the
+    /// buckets go with the reducer instead of to the (gone) backend.
+    void communicator_gone() { transfers_abandoned_ = false; }
 
 private:
     struct Bucket {

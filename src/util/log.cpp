@@ -1,10 +1,14 @@
 #include "util/log.hpp"
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <mutex>
+#include <string>
+
+#include <unistd.h>
 
 #include "util/env.hpp"
 #include "util/error.hpp"
@@ -18,6 +22,19 @@ ddp_log_callback log_callback = nullptr;
 void* log_callback_user = nullptr;
 
 std::atomic<int> threshold{DDP_LOG_INFO};
+
+/// The line and its newline in one write(2), so that ranks' lines sharing a
+/// terminal or mpirun's output never interleave.
+void write_whole_line(const std::string& line) {
+    const std::string whole = line + "\n";
+    std::fflush(stderr);  // what the program wrote through stdio goes first
+    for (size_t done = 0; done < whole.size();) {
+        const ssize_t written = ::write(STDERR_FILENO, whole.data() + done, whole.size() - done);
+        if (written < 0 && errno == EINTR) continue;
+        if (written <= 0) return;  // nowhere to log to
+        done += static_cast<size_t>(written);
+    }
+}
 
 }  // namespace
 
@@ -67,7 +84,7 @@ void log_line(int rank, int size, int level, const std::string& message) {
     if (log_callback != nullptr)
         log_callback(level, line.c_str(), log_callback_user);
     else
-        std::fprintf(stderr, "%s\n", line.c_str());
+        write_whole_line(line);
 }
 
 void set_log_callback(ddp_log_callback callback, void* user) {

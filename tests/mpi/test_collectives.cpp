@@ -1,6 +1,7 @@
 // Every collective on real MPI ranks (run under mpirun with 1 to 4 ranks
 // over shared memory and over TCP), checked against a serial reference that
 // the test computes from what every rank contributed.
+#define DDP_EXPERIMENTAL_API  // ddp_report_invalid_call
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -482,8 +483,24 @@ TEST_F(Mismatch, InvalidArgumentsOnOneRank) {
         EXPECT_NE(message().find("tensors[0].data is NULL"), std::string::npos) << message();
         expect_usable();
     } else {
-        expect_mismatch(status, "invalid arguments");
+        expect_mismatch(status, "rank " + std::to_string(odd) + " passed invalid arguments to allreduce");
+        EXPECT_NE(message().find("tensors[0].data is NULL"), std::string::npos) << message();  // its reason
     }
+}
+
+TEST_F(Mismatch, BindingReportsAnInvalidCallOfItsOwn) {
+    TensorList list(DDP_DTYPE_F32, {4});
+    if (rank == odd) {
+        EXPECT_EQ(ddp_report_invalid_call(world, "broadcast", "params['w']: the array is not contiguous", nullptr),
+                  DDP_OK);
+        expect_usable();
+    } else {
+        expect_mismatch(ddp_broadcast_tensor_list(world, list.tensors.data(), 1, 0, nullptr),
+                        "rank " + std::to_string(odd) + " passed invalid arguments to broadcast");
+        EXPECT_NE(message().find("params['w']: the array is not contiguous"), std::string::npos) << message();
+    }
+    EXPECT_EQ(ddp_report_invalid_call(world, "gather", "", nullptr), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(message().find("\"gather\" is not one of"), std::string::npos) << message();
 }
 
 TEST_F(Mismatch, AsyncRequestReportsIt) {

@@ -108,6 +108,31 @@ TEST_F(Reducer, ARankThatSkipsAGradientMakesEveryRankFail) {
     expect_averaged(1);
 }
 
+TEST_F(Reducer, ARankThatFailsItsStepIsNamedWithItsReason) {
+    if (size == 1) GTEST_SKIP() << "needs two ranks";
+    const int odd = size - 1;
+    ASSERT_EQ(ddp_reducer_mark_ready(reducer, 0), DDP_OK) << message();
+    if (rank == odd) {
+        EXPECT_EQ(ddp_reducer_fail_step(reducer, "grads['head']: not one of the reducer's views"), DDP_OK)
+            << message();
+    } else {
+        for (size_t i = 1; i < counts.size(); ++i)
+            ASSERT_EQ(ddp_reducer_mark_ready(reducer, static_cast<int64_t>(i)), DDP_OK) << message();
+        EXPECT_EQ(ddp_reducer_wait(reducer), DDP_ERR_MISMATCH);
+        EXPECT_NE(message().find("rank " + std::to_string(odd) +
+                                 " failed its step (unlike rank 0): grads['head']: not one of the reducer's views"),
+                  std::string::npos)
+            << message();
+    }
+    // The next step works.
+    for (size_t i = 0; i < counts.size(); ++i) {
+        write(1, i);
+        ASSERT_EQ(ddp_reducer_mark_ready(reducer, static_cast<int64_t>(i)), DDP_OK) << message();
+    }
+    ASSERT_EQ(ddp_reducer_wait(reducer), DDP_OK) << message();
+    expect_averaged(1);
+}
+
 TEST_F(Reducer, NoOtherCollectiveDuringAStepAndBadIndices) {
     write(0, 0);
     ASSERT_EQ(ddp_reducer_mark_ready(reducer, 0), DDP_OK) << message();

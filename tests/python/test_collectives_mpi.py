@@ -151,7 +151,8 @@ def test_sync_optimizer_state_of_nested_structure(comm):
 
 def test_sync_optimizer_state_with_different_structure_raises_on_every_rank(comm):
     state = {"m": np.zeros(4 if comm.rank == 0 else 5, np.float32), "step": 3}
-    with pytest.raises(ddp.MismatchError, match="leaf"):
+    with pytest.raises(ddp.MismatchError, match=r"state\['m'\] is float32 of shape \(4,\) on "
+                                                r"rank 0 but float32 of shape \(5,\) on rank 1"):
         comm.sync_optimizer_state(state)
 
 
@@ -178,7 +179,7 @@ def test_check_replicas_names_the_differing_tensor(comm):
     assert comm.check_replicas(same)
     different = [np.arange(4.0), np.full(3, 1.0 if comm.rank == 0 else 2.0)]
     result = comm.check_replicas(different)
-    assert not result and "tensor 1 (f64[3]) differs" in result.message
+    assert not result and "tensors[1] (f64[3]) differs" in result.message
 
 
 def test_check_replicas_of_jax_arrays_through_dlpack(comm):
@@ -234,6 +235,205 @@ def test_reducer_step_with_a_gradient_missing_on_one_rank_raises_everywhere(comm
             reducer.wait()
 
 
+# A bad argument on one rank (the last): that rank raises the Python
+# exception naming the argument by its tree path, and still takes part in
+# the collective, so that its peers raise MismatchError naming the rank and
+# the reason instead of waiting (they would raise TimeoutError after 20 s).
+PEER_TIMEOUT = 20
+
+
+def _non_contiguous():
+    return {"layer1": np.ones(4, np.float32), "layer2": {"bias": np.ones(8, np.float32)[::2]}}
+
+
+def _good_tree():
+    return {"layer1": np.ones(4, np.float32), "layer2": {"bias": np.ones(4, np.float32)}}
+
+
+def _read_only():
+    tree = _good_tree()
+    tree["layer2"]["bias"].flags.writeable = False
+    return tree
+
+
+def _wrong_dtype():
+    tree = _good_tree()
+    tree["layer2"]["bias"] = tree["layer2"]["bias"].astype(np.complex64)
+    return tree
+
+
+BAD_CALLS = {
+    # name: (collective in the peers' message, call with bad arguments, good call, error, words)
+    "allreduce non-contiguous": (
+        "allreduce", lambda c: c.allreduce(_non_contiguous(), timeout=PEER_TIMEOUT),
+        lambda c: c.allreduce(_good_tree(), timeout=PEER_TIMEOUT),
+        ValueError, "tensors['layer2']['bias']: the array is not contiguous"),
+    "allreduce wrong dtype": (
+        "allreduce", lambda c: c.allreduce(_wrong_dtype(), timeout=PEER_TIMEOUT),
+        lambda c: c.allreduce(_good_tree(), timeout=PEER_TIMEOUT),
+        ValueError, "tensors['layer2']['bias']: dtype complex64 is not one libddp reduces"),
+    "allreduce unknown op": (
+        "allreduce", lambda c: c.allreduce(_good_tree(), op="median", timeout=PEER_TIMEOUT),
+        lambda c: c.allreduce(_good_tree(), timeout=PEER_TIMEOUT),
+        ValueError, "op 'median'"),
+    "allreduce_async read-only": (
+        "allreduce", lambda c: c.allreduce_async(_read_only(), timeout=PEER_TIMEOUT).wait(),
+        lambda c: c.allreduce_async(_good_tree(), timeout=PEER_TIMEOUT).wait(),
+        ValueError, "tensors['layer2']['bias']: the array is read-only"),
+    "broadcast read-only": (
+        "broadcast", lambda c: c.broadcast(_read_only(), timeout=PEER_TIMEOUT),
+        lambda c: c.broadcast(_good_tree(), timeout=PEER_TIMEOUT),
+        ValueError, "tensors['layer2']['bias']: the array is read-only"),
+    "broadcast root not an int": (
+        "broadcast", lambda c: c.broadcast(_good_tree(), root="0", timeout=PEER_TIMEOUT),
+        lambda c: c.broadcast(_good_tree(), timeout=PEER_TIMEOUT),
+        TypeError, "root '0'"),
+    "reduce not an array": (
+        "reduce", lambda c: c.reduce({"w": object()}, timeout=PEER_TIMEOUT),
+        lambda c: c.reduce({"w": np.ones(2)}, timeout=PEER_TIMEOUT),
+        TypeError, "tensors['w']: expected an array"),
+    "sync_optimizer_state unknown leaf": (
+        "sync_optimizer_state",
+        lambda c: c.sync_optimizer_state({"m": np.ones(2), "schedule": {1, 2}}, timeout=PEER_TIMEOUT),
+        lambda c: c.sync_optimizer_state({"m": np.ones(2), "schedule": "cosine"}, timeout=PEER_TIMEOUT),
+        TypeError, "state['schedule']: cannot synchronize a set"),
+    "sync_optimizer_state non-contiguous": (
+        "sync_optimizer_state",
+        lambda c: c.sync_optimizer_state({"m": np.ones((4, 4))[:, 1], "step": 3}, timeout=PEER_TIMEOUT),
+        lambda c: c.sync_optimizer_state({"m": np.ones(4), "step": 3}, timeout=PEER_TIMEOUT),
+        ValueError, "state['m']: the array is not contiguous"),
+    "check_replicas not an array": (
+        "check_replicas", lambda c: c.check_replicas([np.ones(3), "text"], timeout=PEER_TIMEOUT),
+        lambda c: c.check_replicas([np.ones(3), np.ones(1)], timeout=PEER_TIMEOUT),
+        TypeError, "tensors[1]: expected an array"),
+    "barrier bad timeout": (
+        "barrier", lambda c: c.barrier(timeout=-1),
+        lambda c: c.barrier(timeout=PEER_TIMEOUT),
+        ValueError, "timeout -1"),
+    "reducer of an unsupported dtype": (
+        "reducer_create",
+        lambda c: c.reducer({"w": np.zeros(3, np.float32), "b": np.zeros(2, np.complex128)},
+                            timeout=PEER_TIMEOUT),
+        lambda c: c.reducer({"w": np.zeros(3, np.float32), "b": np.zeros(2, np.float64)},
+                            timeout=PEER_TIMEOUT),
+        ValueError, "like['b']: dtype complex128 is not one libddp reduces"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CALLS)
+def test_a_bad_argument_on_one_rank_makes_every_peer_raise_at_once(comm, case):
+    collective, bad_call, good_call, error, words = BAD_CALLS[case]
+    bad_rank = comm.size - 1
+    if comm.rank == bad_rank:
+        with pytest.raises(error) as caught:
+            bad_call(comm)
+        assert words in str(caught.value)
+    else:
+        with pytest.raises(ddp.MismatchError) as caught:
+            good_call(comm)
+        message = caught.value.message
+        assert f"rank {bad_rank} passed invalid arguments to {collective}" in message, message
+        assert words in message, message  # the bad rank's own reason
+    comm.allreduce([np.ones(2)])  # every rank is in step again
+
+
+@pytest.mark.parametrize("bad_gradient", [7, "bias", "marked twice"])
+def test_a_bad_mark_ready_on_one_rank_fails_the_step_on_every_rank(comm, bad_gradient):
+    """The bad rank raises, after ending the step with its peers, whose wait()
+    raises naming it and the reason; the next step works everywhere."""
+    bad_rank = comm.size - 1
+    like = {"w": np.zeros(6, np.float32), "b": np.zeros(3, np.float32)}
+    with comm.reducer(like, timeout=PEER_TIMEOUT) as reducer:
+        grads = reducer.gradients
+        if comm.rank == bad_rank:
+            reducer.mark_ready(grads["w"])
+            if bad_gradient == "marked twice":
+                error, words = ddp.InvalidArgumentError, "already marked ready in this step"
+                bad_gradient = grads["w"]
+            else:
+                error, words = (IndexError, "gradient index 7 is out of range") if bad_gradient == 7 \
+                    else (TypeError, "mark_ready takes a gradient's index or one of")
+            with pytest.raises(error, match=words):
+                reducer.mark_ready(bad_gradient)
+        else:
+            for gradient in (grads["w"], grads["b"]):
+                reducer.mark_ready(gradient)
+            with pytest.raises(ddp.MismatchError) as caught:
+                reducer.wait()
+            message = caught.value.message
+            assert f"rank {bad_rank} failed its step (unlike rank 0)" in message, message
+            words = "already marked" if bad_gradient == "marked twice" else \
+                "out of range" if bad_gradient == 7 else "mark_ready takes"
+            assert words in message, message
+        for gradient in (grads["b"], grads["w"]):  # the next step, on every rank
+            gradient[...] = comm.rank
+            reducer.mark_ready(gradient)
+        reducer.wait()
+        np.testing.assert_allclose(grads["w"], (comm.size - 1) / 2)
+
+
+# Trees everywhere, and mismatches named by tree path.
+
+def test_reducer_of_a_dict_gives_views_in_a_dict(comm):
+    params = {"layer1": {"w": np.zeros((3, 4), np.float32), "b": np.zeros(4, np.float32)},
+              "layer2": {"w": np.zeros((4, 2), np.float64)}}
+    with comm.reducer(params, op="avg") as reducer:
+        grads = reducer.gradients
+        assert set(grads) == {"layer1", "layer2"} and set(grads["layer1"]) == {"w", "b"}
+        for path in (("layer2", "w"), ("layer1", "b"), ("layer1", "w")):
+            gradient = grads[path[0]][path[1]]
+            assert gradient.shape == params[path[0]][path[1]].shape
+            gradient[...] = comm.rank + 1
+            reducer.mark_ready(gradient)
+        reducer.wait()
+        for layer in grads.values():
+            for gradient in layer.values():
+                np.testing.assert_allclose(gradient, (comm.size + 1) / 2)
+
+
+def test_a_leaf_on_one_rank_only_is_named_by_its_path(comm):
+    grads = {"layer1": {"w": np.ones(4, np.float32)}, "layer2": {"w": np.ones(4, np.float32)}}
+    if comm.rank == 1:
+        grads["layer2"]["bias"] = np.ones(2, np.float32)
+    with pytest.raises(ddp.MismatchError) as caught:
+        comm.allreduce(grads, timeout=PEER_TIMEOUT)
+    assert "tensors['layer2']['bias'] is present on rank 1 but not on rank 0" in \
+        caught.value.message, caught.value.message
+    comm.allreduce([np.ones(2)])
+
+
+def test_a_dtype_that_differs_is_named_by_its_path(comm):
+    dtype = np.float64 if comm.rank == comm.size - 1 else np.float32
+    grads = {"embed": np.ones(5, np.float32), "head": {"w": np.ones(6, dtype)}}
+    with pytest.raises(ddp.MismatchError) as caught:
+        comm.allreduce_gradients(grads, timeout=PEER_TIMEOUT)
+    assert (f"tensors['head']['w'] is float32 of shape (6,) on rank 0 but float64 of shape "
+            f"(6,) on rank {comm.size - 1}") in caught.value.message, caught.value.message
+
+
+def test_shapes_with_equal_sizes_differ_in_a_reducer(comm):
+    shape = (4, 3) if comm.rank == 1 else (3, 4)
+    with pytest.raises(ddp.MismatchError) as caught:
+        comm.reducer({"layer2": {"w": np.zeros(shape, np.float32)}}, timeout=PEER_TIMEOUT)
+    assert ("like['layer2']['w'] is float32 of shape (3, 4) on rank 0 but float32 of shape "
+            "(4, 3) on rank 1") in caught.value.message, caught.value.message
+    comm.allreduce([np.ones(2)])
+
+
+def test_shapes_with_equal_sizes_differ_in_optimizer_state(comm):
+    shape = (4, 3) if comm.rank == 1 else (3, 4)
+    state = {"exp_avg": {"w": np.zeros(shape, np.float32)}, "step": 1}
+    with pytest.raises(ddp.MismatchError, match=r"state\['exp_avg'\]\['w'\] is float32 of shape "
+                                                r"\(3, 4\) on rank 0 but float32 of shape \(4, 3\)"):
+        comm.sync_optimizer_state(state, timeout=PEER_TIMEOUT)
+
+
+def test_check_replicas_names_the_differing_leaf_by_path(comm):
+    params = {"w": np.arange(4.0), "b": np.full(3, 1.0 if comm.rank == 0 else 2.0)}
+    result = comm.check_replicas(params)
+    assert not result and "tensors['b'] (f64[3]) differs" in result.message, result.message
+
+
 def test_adopting_an_mpi4py_communicator(comm):
     """A split communicator (even and odd ranks) adopted through py2f()."""
     # A second live world communicator is refused; finalize, adopt, then restore.
@@ -247,4 +447,3 @@ def test_adopting_an_mpi4py_communicator(comm):
         np.testing.assert_array_equal(values, expected)
     half.Free()
     assert MPI.Is_initialized() and not MPI.Is_finalized()
-

@@ -50,19 +50,19 @@ def test_every_numpy_dtype_libddp_has_passes_in_place(comm):
                                    np.complex64, np.float128 if hasattr(np, "float128") else
                                    np.longdouble])
 def test_dtypes_libddp_lacks_raise_value_error(comm, dtype):
-    with pytest.raises(ValueError, match=rf"tensor 0: dtype {np.dtype(dtype)} is not one"):
+    with pytest.raises(ValueError, match=rf"tensors\[0\]: dtype {np.dtype(dtype)} is not one"):
         comm.allreduce([np.zeros(3, dtype=dtype)], op="sum")
 
 
 def test_non_contiguous_array_raises_value_error_instead_of_copying(comm):
-    with pytest.raises(ValueError, match=r"tensor 1: the array is not contiguous"):
+    with pytest.raises(ValueError, match=r"tensors\[1\]: the array is not contiguous"):
         comm.allreduce([np.zeros(4), np.zeros((4, 4))[:, 1]])
 
 
 def test_read_only_array_raises_value_error_for_writes_and_passes_for_reads(comm):
     frozen = np.zeros(4)
     frozen.flags.writeable = False
-    with pytest.raises(ValueError, match=r"tensor 0: the array is read-only"):
+    with pytest.raises(ValueError, match=r"tensors\[0\]: the array is read-only"):
         comm.broadcast([frozen])
     assert comm.check_replicas([frozen])
 
@@ -74,10 +74,10 @@ def test_fortran_ordered_arrays_are_contiguous_too(comm):
 
 
 def test_not_an_array_raises_type_error(comm):
-    with pytest.raises(TypeError, match=r"tensor 1: expected an array .* or a number, got "
+    with pytest.raises(TypeError, match=r"tensors\[1\]: expected an array .* or a number, got "
                                         r"object"):
         comm.allreduce([np.ones(2), object()])
-    with pytest.raises(TypeError, match=r"got str"):
+    with pytest.raises(TypeError, match=r"tensors\['name'\]: expected an array .* got str"):
         comm.broadcast({"w": np.ones(2), "name": "adam"})
 
 
@@ -151,7 +151,7 @@ def test_trees_of_every_kind_keep_their_structure(comm):
     Pair = collections.namedtuple("Pair", "first second")
     tree = {"layers": [Layer(np.ones(2), jnp.zeros(1))], "pair": Pair(np.ones(1), 2.0),
             "moments": (np.zeros(3),), "skip": None}
-    with pytest.raises(TypeError, match="got str"):  # the dataclass's name field
+    with pytest.raises(TypeError, match=r"tensors\['layers'\]\[0\]\.name: .*got str"):
         comm.allreduce(tree)
     tree["layers"] = [Layer(np.ones(2), jnp.zeros(1), name=None)]
     result = comm.allreduce(tree)
@@ -275,7 +275,7 @@ def test_sync_optimizer_state_of_jax_arrays_returns_new_ones(comm):
 
 
 def test_state_tree_refuses_unknown_leaves(comm):
-    with pytest.raises(TypeError, match=r"leaf 0: cannot synchronize a object"):
+    with pytest.raises(TypeError, match=r"state\['opt'\]: cannot synchronize a object"):
         comm.sync_optimizer_state({"opt": object()})
 
 
@@ -364,21 +364,6 @@ def test_sampler_takes_rank_and_size_from_the_communicator(comm):
     assert (sampler.rank, sampler.num_replicas, len(sampler)) == (0, 1, 5)
     with pytest.raises(ValueError, match="rank 4 is not in"):
         ddp.ShardedSampler(5, num_replicas=2, rank=4)
-
-
-def test_library_lookup_names_what_it_tried(tmp_path):
-    """The package without its libddp.so.0 (as a source checkout is), and a
-    DDP_LIBRARY that does not exist: the error lists each place tried."""
-    import shutil
-    shutil.copytree(Path(ddp.__file__).parent, tmp_path / "ddp",
-                    ignore=shutil.ignore_patterns("libddp.so*", "__pycache__"))
-    environment = {**os.environ, "DDP_LIBRARY": str(tmp_path / "missing.so"),
-                   "LD_LIBRARY_PATH": "", "PYTHONPATH": str(tmp_path)}
-    result = subprocess.run([sys.executable, "-c", "import ddp"], env=environment,
-                            capture_output=True, text=True, cwd=tmp_path)
-    assert result.returncode != 0
-    assert "libddp.so not found; set DDP_LIBRARY" in result.stderr
-    assert "missing.so (from DDP_LIBRARY)" in result.stderr
 
 
 def test_the_installed_package_finds_its_own_library_without_environment():

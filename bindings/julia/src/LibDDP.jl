@@ -663,6 +663,27 @@ function ddp_comm_abort(comm, reason)
 end
 
 """
+    ddp_report_invalid_call(comm, collective, reason, opts)
+
+For bindings that check arguments of their own (an array's strides, a
+dtype their language has but libddp lacks) before a collective: takes
+part in `collective` as a rank whose arguments are invalid, as the C call
+itself does when it refuses them, so that the peers' call returns
+DDP_ERR_MISMATCH at once, naming this rank and `reason` (may be NULL;
+the first 1024 bytes travel), instead of waiting for this rank.
+`collective` is the call's name: "allreduce" (its async form too),
+"broadcast", "reduce", "sync_optimizer_state", "check_replicas",
+"barrier" or "reducer_create". `opts` (may be NULL) gives the timeout of
+that step, as for the call. Runs in call order, as a collective. Returns
+DDP_OK once this rank has taken part (the binding then reports its own
+error); DDP_ERR_INVALID_ARGUMENT for a NULL comm or collective or an
+unknown name (then it took no part), DDP_ERR_NOT_INITIALIZED.
+"""
+function ddp_report_invalid_call(comm, collective, reason, opts)
+    @ccall libddp_path().ddp_report_invalid_call(comm::Ptr{ddp_comm}, collective::Ptr{Cchar}, reason::Ptr{Cchar}, opts::Ptr{ddp_collective_options})::ddp_status
+end
+
+"""
     ddp_request_stream_wait(request, cuda_stream)
 
 Makes the cudaStream_t `cuda_stream` (NULL: the legacy default stream)
@@ -723,6 +744,23 @@ next step. Collective. DDP_ERR_MISMATCH, DDP_ERR_TIMEOUT, DDP_ERR_BACKEND.
 """
 function ddp_reducer_wait(reducer)
     @ccall libddp_path().ddp_reducer_wait(reducer::Ptr{ddp_reducer})::ddp_status
+end
+
+"""
+    ddp_reducer_fail_step(reducer, reason)
+
+Ends this rank's step as failed, for a binding whose caller passed a bad
+argument during the step (an index it checks itself) or a rank that
+cannot finish it: as ddp_reducer_wait (collective; unmarked buckets are
+started so that no peer waits for ever), except that every peer's
+ddp_reducer_wait returns DDP_ERR_MISMATCH naming this rank and `reason`
+(may be NULL; the first 1024 bytes travel). The step's gradients are
+undefined. Returns DDP_OK once this rank has taken part (the binding then
+reports its own error); DDP_ERR_INVALID_ARGUMENT when it could not (as
+ddp_reducer_wait refuses), DDP_ERR_NOT_INITIALIZED.
+"""
+function ddp_reducer_fail_step(reducer, reason)
+    @ccall libddp_path().ddp_reducer_fail_step(reducer::Ptr{ddp_reducer}, reason::Ptr{Cchar})::ddp_status
 end
 
 """

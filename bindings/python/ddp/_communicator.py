@@ -8,15 +8,17 @@ and numbers come back as new values in the returned tree. The op defaults to
 for by name (op="avg") or through allreduce_gradients.
 """
 import ctypes
+import re
 import sys
 
+import numpy as np
+
 from . import _exit, _ffi, _log_bridge, _trees
+from ._agreement import CheckedCall, collective_options
+from ._ops import op_value
 from ._staging import Staging, is_immutable_array, is_number
 from ._reducer import Reducer
-from ._tensors import TensorList
 
-OP_OF_NAME = {"sum": _ffi.DDP_OP_SUM, "avg": _ffi.DDP_OP_AVG, "mean": _ffi.DDP_OP_AVG,
-              "min": _ffi.DDP_OP_MIN, "max": _ffi.DDP_OP_MAX, "prod": _ffi.DDP_OP_PROD}
 BACKEND_OF_NAME = {"auto": _ffi.DDP_BACKEND_AUTO, "self": _ffi.DDP_BACKEND_SELF,
                    "mpi": _ffi.DDP_BACKEND_MPI, "nccl": _ffi.DDP_BACKEND_NCCL}
 
@@ -30,12 +32,12 @@ def current_world():
     return _world
 
 
-def _op(op):
-    if isinstance(op, str) and op.lower() in OP_OF_NAME:
-        return OP_OF_NAME[op.lower()]
-    if isinstance(op, _ffi.ddp_op):
-        return op
-    raise ValueError(f"op {op!r}: expected one of {', '.join(OP_OF_NAME)}")
+def _root(root):
+    """root as libddp takes it (an int32); whether it is a rank, libddp checks."""
+    if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or \
+            not -2**31 <= root < 2**31:
+        raise TypeError(f"root {root!r}: expected a rank (an int)")
+    return int(root)
 
 
 def stream_handle(stream):
@@ -52,15 +54,6 @@ def stream_handle(stream):
             return handle
     raise TypeError(f"stream: expected None, an int (a cudaStream_t) or a CUDA stream object "
                     f"(CuPy, PyTorch), got {type(stream).__name__}")
-
-
-def _collective_options(fusion_bytes=None, stream=0):
-    options = _ffi.ddp_collective_options()
-    _ffi.ddp_collective_options_init(options, ctypes.sizeof(options))
-    if fusion_bytes is not None:
-        options.fusion_bytes = fusion_bytes
-    options.cuda_stream = stream or None
-    return options
 
 
 def init(comm=None, backend="auto", timeout=None, log_to_python=True):
@@ -154,89 +147,112 @@ class Communicator:
         Called at interpreter exit if the program does not call it."""
         _ffi.ddp_finalize(self._handle)
         self.finalized = True
+        _free_finished_abandoned(finalized=True)
 
-    def _tensors(self, buffers, writes, stream, what="tensor"):
-        return TensorList(buffers, writes=writes, what=what, stream=stream, device=self.device)
+    def _checked(self, collective, tree=None, name=None, timeout=None):
+        """`with` around a collective's argument checks: see ddp/_agreement.py."""
+        return CheckedCall(self, collective, tree, name, timeout)
 
-    def allreduce(self, tensors, op="sum", fusion_bytes=None, stream=None):
+    def allreduce(self, tensors, op="sum", fusion_bytes=None, stream=None, timeout=None):
         """Reduces every leaf of tensors (an array, a number, or a tree of them)
         across ranks and returns the result: arrays that can be written are
         reduced in place (the same objects come back), JAX arrays and numbers
         come back as new values. op: "sum" (the default), "avg" (floating
         types; a Python int averages as a float), "min", "max", "prod".
         stream: for GPU arrays (CuPy, PyTorch), the CUDA stream the call is
-        ordered on (default: the legacy default stream); see ddp.h."""
-        leaves, rebuild = _trees.flatten(tensors)
-        stream = stream_handle(stream)
-        staging = Staging(leaves, writes=True, averaging=_op(op) == _ffi.DDP_OP_AVG)
-        tensor_list = self._tensors(staging.buffers, True, stream)
-        _ffi.ddp_allreduce_tensor_list(self._handle, tensor_list.array, len(tensor_list),
-                                       _op(op), _collective_options(fusion_bytes, stream))
+        ordered on (default: the legacy default stream); see ddp.h.
+        timeout: seconds this call may take (default: the communicator's)."""
+        with self._checked("allreduce", tensors, "tensors", timeout) as call:
+            leaves, rebuild = _trees.flatten(tensors)
+            reduce_op = op_value(op)
+            stream = stream_handle(stream)
+            staging = Staging(leaves, writes=True, averaging=reduce_op == _ffi.DDP_OP_AVG)
+            tensor_list = call.tensor_list(staging.buffers, True, stream)
+            options = collective_options(fusion_bytes, stream, timeout)
+        call.run(_ffi.ddp_allreduce_tensor_list, self._handle, tensor_list.array,
+                 len(tensor_list), reduce_op, options)
         return staging.rebuilt(tensors, rebuild)
 
-    def allreduce_gradients(self, gradients, fusion_bytes=None, stream=None):
+    def allreduce_gradients(self, gradients, fusion_bytes=None, stream=None, timeout=None):
         """The mean of the gradients over ranks (allreduce with op="avg"), as
         FluxMPI's allreduce_gradients and Horovod's DistributedOptimizer."""
-        return self.allreduce(gradients, op="avg", fusion_bytes=fusion_bytes, stream=stream)
+        return self.allreduce(gradients, op="avg", fusion_bytes=fusion_bytes, stream=stream,
+                              timeout=timeout)
 
-    def reducer(self, like, op="avg", fusion_bytes=None):
-        """Persistent gradient buckets for arrays shaped like `like` (a list of
-        arrays): the way to reduce gradients every step. Experimental in
-        libddp's C API (ddp_reducer_*). See ddp.Reducer."""
-        return Reducer(self, like, _op(op), fusion_bytes, _collective_options(fusion_bytes))
+    def reducer(self, like, op="avg", fusion_bytes=None, timeout=None):
+        """Persistent gradient buckets for arrays shaped like `like` (an array,
+        a list or any tree of them): the way to reduce gradients every step.
+        Experimental in libddp's C API (ddp_reducer_*). See ddp.Reducer.
+        timeout: seconds each step (and the creation) may take."""
+        return Reducer(self, like, op, fusion_bytes, timeout)
 
-    def allreduce_async(self, tensors, op="sum", fusion_bytes=None, stream=None):
+    def allreduce_async(self, tensors, op="sum", fusion_bytes=None, stream=None, timeout=None):
         """Starts allreduce in the background; returns a Request whose wait()
         gives what allreduce would have returned. Leave the arrays alone until
         then. GPU arrays: see allreduce's stream, and Request.wait_on(stream)."""
-        leaves, rebuild = _trees.flatten(tensors)
-        stream = stream_handle(stream)
-        staging = Staging(leaves, writes=True, averaging=_op(op) == _ffi.DDP_OP_AVG)
-        tensor_list = self._tensors(staging.buffers, True, stream)
+        _free_finished_abandoned()
+        with self._checked("allreduce", tensors, "tensors", timeout) as call:
+            leaves, rebuild = _trees.flatten(tensors)
+            reduce_op = op_value(op)
+            stream = stream_handle(stream)
+            staging = Staging(leaves, writes=True, averaging=reduce_op == _ffi.DDP_OP_AVG)
+            tensor_list = call.tensor_list(staging.buffers, True, stream)
+            options = collective_options(fusion_bytes, stream, timeout)
         request = ctypes.POINTER(_ffi.ddp_request)()
         _ffi.ddp_allreduce_tensor_list_async(self._handle, tensor_list.array, len(tensor_list),
-                                             _op(op), _collective_options(fusion_bytes, stream),
-                                             request)
+                                             reduce_op, options, request)
         return Request(request, lambda: staging.rebuilt(tensors, rebuild), tensor_list)
 
-    def broadcast(self, tensors, root=0, stream=None):
+    def broadcast(self, tensors, root=0, stream=None, timeout=None):
         """Gives every leaf of tensors root's value and returns the result:
         writable arrays are overwritten in place, JAX arrays and numbers come
         back as new values (broadcast(params_dict) works on any tree)."""
-        leaves, rebuild = _trees.flatten(tensors)
-        stream = stream_handle(stream)
-        staging = Staging(leaves, writes=True)
-        tensor_list = self._tensors(staging.buffers, True, stream)
-        _ffi.ddp_broadcast_tensor_list(self._handle, tensor_list.array, len(tensor_list), root,
-                                       _collective_options(None, stream))
+        with self._checked("broadcast", tensors, "tensors", timeout) as call:
+            leaves, rebuild = _trees.flatten(tensors)
+            stream = stream_handle(stream)
+            staging = Staging(leaves, writes=True)
+            tensor_list = call.tensor_list(staging.buffers, True, stream)
+            options = collective_options(None, stream, timeout)
+            root = _root(root)
+        call.run(_ffi.ddp_broadcast_tensor_list, self._handle, tensor_list.array,
+                 len(tensor_list), root, options)
         return staging.rebuilt(tensors, rebuild)
 
-    def reduce(self, tensors, op="sum", root=0, stream=None):
+    def reduce(self, tensors, op="sum", root=0, stream=None, timeout=None):
         """Reduces into root's leaves (returned as allreduce returns them); other
         ranks' leaves are left as they were."""
-        leaves, rebuild = _trees.flatten(tensors)
-        stream = stream_handle(stream)
-        staging = Staging(leaves, writes=True, averaging=_op(op) == _ffi.DDP_OP_AVG)
-        tensor_list = self._tensors(staging.buffers, True, stream)
-        _ffi.ddp_reduce_tensor_list(self._handle, tensor_list.array, len(tensor_list), _op(op),
-                                    root, _collective_options(None, stream))
+        with self._checked("reduce", tensors, "tensors", timeout) as call:
+            leaves, rebuild = _trees.flatten(tensors)
+            reduce_op = op_value(op)
+            stream = stream_handle(stream)
+            staging = Staging(leaves, writes=True, averaging=reduce_op == _ffi.DDP_OP_AVG)
+            tensor_list = call.tensor_list(staging.buffers, True, stream)
+            options = collective_options(None, stream, timeout)
+            root = _root(root)
+        call.run(_ffi.ddp_reduce_tensor_list, self._handle, tensor_list.array, len(tensor_list),
+                 reduce_op, root, options)
         return staging.rebuilt(tensors, rebuild)
 
-    def sync_optimizer_state(self, state, root=0, stream=None):
+    def sync_optimizer_state(self, state, root=0, stream=None, timeout=None):
         """Makes state equal root's and returns it: writable arrays are overwritten
         in place, JAX arrays and numbers (step counts, learning rates) come back
         in the returned tree; strings and bytes (configuration) are left alone.
-        Raises MismatchError on every rank if the structures differ."""
-        leaves, rebuild = _trees.flatten(state)
-        kinds = [_state_leaf_kind(leaf, index) for index, leaf in enumerate(leaves)]
-        arrays = [leaf for leaf, kind in zip(leaves, kinds) if kind == "array"]
-        stream = stream_handle(stream)
-        staging = Staging(arrays, writes=True)
-        tensor_list = self._tensors(staging.buffers, True, stream, what="leaf")
-        numbers = [leaf for leaf, kind in zip(leaves, kinds) if kind == "number"]
-        values = (ctypes.c_double * len(numbers))(*[float(number) for number in numbers])
-        _ffi.ddp_sync_optimizer_state(self._handle, tensor_list.array, len(tensor_list), values,
-                                      len(numbers), root, _collective_options(None, stream))
+        Raises MismatchError on every rank, naming the first differing leaf by
+        its path, if the structures (paths, shapes, dtypes) differ."""
+        with self._checked("sync_optimizer_state", state, "state", timeout) as call:
+            leaves, rebuild = _trees.flatten(state)
+            kinds = [_state_leaf_kind(leaf, call.leaf_name(index)) for index, leaf in enumerate(leaves)]
+            array_indices = [index for index, kind in enumerate(kinds) if kind == "array"]
+            stream = stream_handle(stream)
+            staging = Staging([leaves[index] for index in array_indices], writes=True)
+            tensor_list = call.tensor_list(staging.buffers, True, stream, array_indices)
+            numbers = [leaf for leaf, kind in zip(leaves, kinds) if kind == "number"]
+            values = (ctypes.c_double * len(numbers))(*[float(number) for number in numbers])
+            options = collective_options(None, stream, timeout)
+            root = _root(root)
+        call.run(_ffi.ddp_sync_optimizer_state, self._handle, tensor_list.array, len(tensor_list),
+                 values, len(numbers), root, options)
+        call.check_structure()
         synced_arrays, synced_numbers = iter(staging.results()), iter(values)
         results = [next(synced_arrays) if kind == "array" else
                    type(leaf)(next(synced_numbers)) if kind == "number" else leaf
@@ -245,22 +261,31 @@ class Communicator:
             return state
         return rebuild(results)
 
-    def check_replicas(self, tensors, stream=None):
+    def check_replicas(self, tensors, stream=None, timeout=None):
         """Whether every rank holds bitwise the same leaves (arrays, numbers, any
         tree of them); the result is falsy when not, and its message names the
-        first differing tensor and two ranks."""
-        leaves, _ = _trees.flatten(tensors)
-        stream = stream_handle(stream)
-        staging = Staging(leaves, writes=False)
-        tensor_list = self._tensors(staging.buffers, False, stream)
+        first differing leaf (by its path) and two ranks."""
+        with self._checked("check_replicas", tensors, "tensors", timeout) as call:
+            leaves, _ = _trees.flatten(tensors)
+            stream = stream_handle(stream)
+            staging = Staging(leaves, writes=False)
+            tensor_list = call.tensor_list(staging.buffers, False, stream)
+            options = collective_options(None, stream, timeout)
         identical = ctypes.c_int32()
-        _ffi.ddp_check_replicas(self._handle, tensor_list.array, len(tensor_list),
-                                _collective_options(None, stream), identical)
-        message = "" if identical.value else _ffi.ddp_last_error_message().decode()
-        return ReplicaCheck(bool(identical.value), message)
+        call.run(_ffi.ddp_check_replicas, self._handle, tensor_list.array, len(tensor_list),
+                 options, identical)
+        if identical.value:
+            return ReplicaCheck(True, "")
+        message = _ffi.ddp_last_error_message().decode()
+        return ReplicaCheck(False, re.sub(r"\btensor (\d+)",
+                                          lambda found: call.leaf_name(int(found.group(1))), message))
 
-    def barrier(self):
-        _ffi.ddp_barrier(self._handle, None)
+    def barrier(self, timeout=None):
+        """Returns when every rank has called it (or raises TimeoutError past
+        timeout seconds; default: the communicator's)."""
+        with self._checked("barrier", timeout=timeout):
+            options = collective_options(timeout=timeout)
+        _ffi.ddp_barrier(self._handle, options)
 
     def log(self, message, level="info"):
         """Prints one rank-prefixed line, as FluxMPI's fluxmpi_println: on stderr,
@@ -268,14 +293,14 @@ class Communicator:
         _ffi.ddp_log(self._handle, _log_bridge.ddp_level(level), str(message).encode())
 
 
-def _state_leaf_kind(leaf, index):
+def _state_leaf_kind(leaf, name):
     if is_number(leaf):
         return "number"
     if isinstance(leaf, (str, bytes)):
         return "kept"
     if is_immutable_array(leaf) or _is_array(leaf):
         return "array"
-    raise TypeError(f"leaf {index}: cannot synchronize a {type(leaf).__name__}; optimizer "
+    raise TypeError(f"{name}: cannot synchronize a {type(leaf).__name__}; optimizer "
                     "state holds arrays, numbers, strings, and dicts, lists, tuples or "
                     "dataclasses of them")
 
@@ -320,11 +345,35 @@ class Request:
         return self._tensors
 
     def __del__(self):
-        # An abandoned request still owns memory the operation writes into:
-        # wait for it rather than free memory libddp is using.
+        # Never waits here (the peers decide when the operation ends): an
+        # abandoned request that is still running keeps its memory until it
+        # is done, and is freed by a later request or by finalize.
         if getattr(self, "_handle", None):
             try:
-                _ffi.ddp_request_free(self._handle)
+                _abandoned.append((self._handle, self._tensor_list))
+                _free_finished_abandoned()
+            except (TypeError, AttributeError):
+                pass  # the interpreter is shutting down (module globals are gone): kept
+
+
+# (handle, memory) of requests dropped unfinished; see Request.__del__.
+_abandoned = []
+
+
+def _free_finished_abandoned(finalized=False):
+    """Frees the abandoned requests that are done (all of them once the
+    communicator is finalized: ddp_finalize waited for them); never blocks."""
+    for entry in list(_abandoned):
+        finished = ctypes.c_int32(1 if finalized else 0)
+        if not finalized:
+            try:
+                _ffi.ddp_request_test(entry[0], finished)
+            except _ffi.DDPError:
+                finished.value = 1  # done, with an error nobody asked for
+        if finished.value:
+            _abandoned.remove(entry)
+            try:
+                _ffi.ddp_request_free(entry[0])  # done: returns at once
             except _ffi.DDPError:
                 pass  # the caller never asked for the result
 

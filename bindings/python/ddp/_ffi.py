@@ -393,6 +393,11 @@ ddp_comm_abort.argtypes = [ctypes.POINTER(ddp_comm), ctypes.c_char_p]
 ddp_comm_abort.restype = ctypes.c_int
 ddp_comm_abort.errcheck = _check_status
 
+ddp_report_invalid_call = _lib.ddp_report_invalid_call
+ddp_report_invalid_call.argtypes = [ctypes.POINTER(ddp_comm), ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ddp_collective_options)]
+ddp_report_invalid_call.restype = ctypes.c_int
+ddp_report_invalid_call.errcheck = _check_status
+
 ddp_request_stream_wait = _lib.ddp_request_stream_wait
 ddp_request_stream_wait.argtypes = [ctypes.POINTER(ddp_request), ctypes.c_void_p]
 ddp_request_stream_wait.restype = ctypes.c_int
@@ -417,6 +422,11 @@ ddp_reducer_wait = _lib.ddp_reducer_wait
 ddp_reducer_wait.argtypes = [ctypes.POINTER(ddp_reducer)]
 ddp_reducer_wait.restype = ctypes.c_int
 ddp_reducer_wait.errcheck = _check_status
+
+ddp_reducer_fail_step = _lib.ddp_reducer_fail_step
+ddp_reducer_fail_step.argtypes = [ctypes.POINTER(ddp_reducer), ctypes.c_char_p]
+ddp_reducer_fail_step.restype = ctypes.c_int
+ddp_reducer_fail_step.errcheck = _check_status
 
 ddp_reducer_free = _lib.ddp_reducer_free
 ddp_reducer_free.argtypes = [ctypes.POINTER(ddp_reducer)]

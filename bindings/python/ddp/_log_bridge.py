@@ -4,6 +4,7 @@ logging (any handler on the "ddp" logger or the root); from then on into
 logging.getLogger("ddp"), where its levels and handlers decide."""
 import atexit
 import logging
+import os
 import sys
 
 from . import _ffi
@@ -24,7 +25,23 @@ def _emit(level, text):
     if LOGGER.hasHandlers():
         LOGGER.log(level, "%s", text)
     else:
-        print(text, file=sys.stderr, flush=True)
+        _write_line(text)
+
+
+def _write_line(text):
+    """Writes text and its newline to stderr in one write, so that the lines
+    of ranks sharing a terminal or mpirun's output never interleave (print()
+    writes the newline separately)."""
+    data = (text + "\n").encode("utf-8", "replace")
+    try:
+        descriptor = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # a stderr without a file (an IDE's)
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+        return
+    sys.stderr.flush()  # what Python wrote before goes first
+    while data:
+        data = data[os.write(descriptor, data):]
 
 
 def notice(text):

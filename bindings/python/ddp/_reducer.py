@@ -1,22 +1,35 @@
 """Persistent gradient buckets (libddp's experimental ddp_reducer_*), as
-PyTorch DDP's reducer: the gradient list is registered once, libddp owns the
-buckets, and the gradients are NumPy views into them.
+PyTorch DDP's reducer: the gradients are registered once (a list, a dict or
+any tree of arrays, as every other call takes), libddp owns the buckets, and
+the gradients are NumPy views into them, in a tree of the same structure.
 
     reducer = comm.reducer(params, op="avg")   # shapes and dtypes of params
     for step ...:
-        for i in reversed(range(len(params))):             # backward: last layer first
-            np.matmul(a, b, out=reducer.gradients[i])      # write straight into the bucket
-            reducer.mark_ready(i)                          # its bucket may start now
-        reducer.wait()                                     # every gradient averaged
+        for name in reversed(layer_names):                      # backward: last layer first
+            np.matmul(a, b, out=reducer.gradients[name])        # write straight into the bucket
+            reducer.mark_ready(reducer.gradients[name])         # its bucket may start now
+        reducer.wait()                                          # every gradient averaged
 
 A bucket's reduction starts the moment its last gradient is marked, while the
 caller goes on computing; nothing is packed or copied.
+
+A bad argument to mark_ready ends the step on every rank at once (see
+mark_ready), so that no peer waits for this rank.
+
+Lifetime: the views keep their buckets alive. close() (or leaving `with`)
+finishes a step left open (collective, as wait) and ends the reducer, but
+the buckets are freed only when the last view is gone, so a view read after
+close() holds the last reduced values instead of freed memory. Nothing here
+waits for peers from a destructor: a reducer dropped with a step still open
+keeps its buckets (libddp cannot finish the step without the peers).
 """
 import ctypes
 
 import numpy as np
 
-from . import _ffi
+from . import _ffi, _trees
+from ._agreement import CheckedCall, collective_options
+from ._ops import op_value
 
 try:
     from ml_dtypes import bfloat16 as _bfloat16
@@ -31,55 +44,153 @@ _DTYPE_OF_NUMPY = {np.dtype(numpy_type).name: dtype
                    for dtype, numpy_type in _NUMPY_OF_DTYPE.items() if numpy_type is not None}
 
 
+class _Buckets:
+    """One ddp_reducer and its buckets. Every gradient view refers to it, so
+    it lives as long as the reducer or any view; freed then without waiting
+    for peers (no step is open, or it is kept: see the module doc)."""
+
+    def __init__(self):
+        self.handle = ctypes.POINTER(_ffi.ddp_reducer)()
+        self.step_open = False  # a gradient was marked since the last wait
+
+    def __del__(self):
+        if self.handle and not self.step_open:
+            try:
+                _ffi.ddp_reducer_free(self.handle)  # no step open: frees, waits for nothing
+            except Exception:  # noqa: BLE001 (refused while another thread is inside libddp: kept)
+                pass
+
+
 class Reducer:
-    """Gradient buckets for a fixed list of parameter shapes; see the module doc.
-    Close it (or use `with`) before finalizing the communicator; closing
-    invalidates the gradient views."""
+    """Gradient buckets for a fixed tree of parameter shapes; see the module
+    doc. `gradients` is a tree like the one registered, of NumPy views into
+    the buckets."""
 
-    def __init__(self, comm, like, op, fusion_bytes, options):
-        arrays = [np.asarray(array) for array in like]
-        layout = (_ffi.ddp_tensor * len(arrays))()
-        for index, array in enumerate(arrays):
-            dtype = _DTYPE_OF_NUMPY.get(array.dtype.name)
-            if dtype is None:
-                raise ValueError(f"gradient {index}: dtype {array.dtype} is not one libddp reduces")
-            layout[index].count = array.size
-            layout[index].dtype = int(dtype)
-            layout[index].device_type = _ffi.DDP_DEVICE_CPU
-        self._handle = ctypes.POINTER(_ffi.ddp_reducer)()
-        _ffi.ddp_reducer_create(comm._handle, layout, len(arrays), op, options, self._handle)
-        self.gradients = [self._view(index, array.shape) for index, array in enumerate(arrays)]
+    def __init__(self, comm, like, op="avg", fusion_bytes=None, timeout=None):
+        self._buckets = None
+        with CheckedCall(comm, "reducer_create", like, "like", timeout) as call:
+            leaves, rebuild = _trees.flatten(like)
+            shapes_and_types = [_shape_and_dtype(leaf, call.leaf_name(index))
+                                for index, leaf in enumerate(leaves)]
+            layout = (_ffi.ddp_tensor * len(leaves))()
+            for index, (shape, dtype) in enumerate(shapes_and_types):
+                layout[index].count = int(np.prod(shape, dtype=np.int64))
+                layout[index].dtype = int(dtype)
+                layout[index].device_type = _ffi.DDP_DEVICE_CPU
+            reduce_op = op_value(op)
+            options = collective_options(fusion_bytes, 0, timeout)
+        buckets = _Buckets()
+        call.run(_ffi.ddp_reducer_create, comm._handle, layout, len(leaves), reduce_op, options,
+                 buckets.handle)
+        self._buckets = buckets
+        call.check_structure()  # paths and shapes, which libddp does not see
+        self._views = [_view(buckets, index, shape)
+                       for index, (shape, _) in enumerate(shapes_and_types)]
+        self._index_of_view = {id(view): index for index, view in enumerate(self._views)}
+        self.gradients = rebuild(self._views)
 
-    def _view(self, index, shape):
-        tensor = _ffi.ddp_tensor()
-        _ffi.ddp_reducer_gradient(self._handle, index, tensor)
-        numpy_type = _NUMPY_OF_DTYPE[tensor.dtype]
-        if not tensor.data:
-            return np.zeros(shape, numpy_type)
-        nbytes = tensor.count * np.dtype(numpy_type).itemsize
-        memory = (ctypes.c_uint8 * nbytes).from_address(tensor.data)
-        memory._reducer = self  # the bucket outlives no view, unless closed explicitly
-        return np.frombuffer(memory, dtype=numpy_type).reshape(shape)
+    def _live(self):
+        if self._buckets is None:
+            raise RuntimeError("the reducer is closed (its gradient views stay readable)")
+        return self._buckets
 
-    def mark_ready(self, index):
-        """Gradient `index` is computed for this step (any order)."""
-        _ffi.ddp_reducer_mark_ready(self._handle, index)
+    def _index(self, gradient):
+        """The flat index of `gradient`: an int, or one of the gradient views."""
+        if isinstance(gradient, (int, np.integer)) and not isinstance(gradient, bool):
+            if not 0 <= gradient < len(self._views):
+                raise IndexError(f"gradient index {gradient} is out of range: the reducer has "
+                                 f"{len(self._views)} gradients")
+            return int(gradient)
+        index = self._index_of_view.get(id(gradient))
+        if index is None or self._views[index] is not gradient:
+            raise TypeError("mark_ready takes a gradient's index or one of reducer.gradients' "
+                            f"arrays itself, not a {type(gradient).__name__} of its own")
+        return index
+
+    def mark_ready(self, gradient):
+        """`gradient` (its index in flat order, or the view from
+        reducer.gradients) is computed for this step (any order). A bad
+        argument (or one marked twice) ends the step on every rank: this rank
+        takes part as failed (ddp_reducer_fail_step, which returns once the
+        peers reach their wait) and raises the error; the peers' wait()
+        raises MismatchError naming this rank and the reason. The next
+        mark_ready starts a new step."""
+        buckets = self._live()
+        try:
+            index = self._index(gradient)
+            _ffi.ddp_reducer_mark_ready(buckets.handle, index)
+        except (IndexError, TypeError, _ffi.InvalidArgumentError) as error:
+            self._fail_step(buckets, f"{type(error).__name__}: {error}")
+            raise
+        buckets.step_open = True
+
+    def _fail_step(self, buckets, reason):
+        try:
+            _ffi.ddp_reducer_fail_step(buckets.handle, reason.encode("utf-8", "replace"))
+        except _ffi.DDPError:
+            pass  # refused or broken: the argument error is the one to report
+        buckets.step_open = False
 
     def wait(self):
         """Finishes the step on every rank; raises MismatchError on every rank
         if ranks marked different gradients."""
-        _ffi.ddp_reducer_wait(self._handle)
+        buckets = self._live()
+        try:
+            _ffi.ddp_reducer_wait(buckets.handle)
+        finally:
+            buckets.step_open = False  # libddp ends the step, failed or not
 
     def close(self):
-        if self._handle:
-            _ffi.ddp_reducer_free(self._handle)
-            self._handle = ctypes.POINTER(_ffi.ddp_reducer)()
+        """Finishes a step left open (collective, as wait) and ends the
+        reducer; later calls raise RuntimeError. Views stay readable."""
+        if self._buckets is None:
+            return
+        buckets, self._buckets = self._buckets, None
+        if buckets.step_open:
+            try:
+                _ffi.ddp_reducer_wait(buckets.handle)
+            finally:
+                buckets.step_open = False
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *exc):
+        try:
+            self.close()
+        except _ffi.DDPError:
+            if exc_type is None:
+                raise  # else the exception that left the block is the one to see
 
-    def __del__(self):
-        self.close()
+
+def _shape_and_dtype(leaf, name):
+    """A gradient's shape and ddp_dtype, from an array (NumPy, JAX, anything
+    with a shape and a dtype) shaped like it."""
+    dtype = getattr(leaf, "dtype", None)
+    shape = getattr(leaf, "shape", None)
+    if dtype is None or shape is None:
+        raise TypeError(f"{name}: expected an array to shape a gradient like, got "
+                        f"{type(leaf).__name__}")
+    try:
+        numpy_dtype = np.dtype(dtype)
+    except TypeError:
+        numpy_dtype = None
+    ddp_dtype = _DTYPE_OF_NUMPY.get(numpy_dtype.name) if numpy_dtype is not None else None
+    if ddp_dtype is None:
+        raise ValueError(f"{name}: dtype {dtype} is not one libddp reduces "
+                         f"(one of {', '.join(_DTYPE_OF_NUMPY)})")
+    return tuple(int(extent) for extent in shape), ddp_dtype
+
+
+def _view(buckets, index, shape):
+    """Gradient `index`'s storage as a NumPy array of `shape`; its memory
+    object refers to the buckets, so they outlive the view."""
+    tensor = _ffi.ddp_tensor()
+    _ffi.ddp_reducer_gradient(buckets.handle, index, tensor)
+    numpy_type = _NUMPY_OF_DTYPE[tensor.dtype]
+    if not tensor.data:
+        return np.zeros(shape, numpy_type)
+    nbytes = tensor.count * np.dtype(numpy_type).itemsize
+    memory = (ctypes.c_uint8 * nbytes).from_address(tensor.data)
+    memory._buckets = buckets
+    return np.frombuffer(memory, dtype=numpy_type).reshape(shape)

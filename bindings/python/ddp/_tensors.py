@@ -65,17 +65,19 @@ class TensorList:
     """A ctypes array of ddp_tensor plus the objects that keep its memory alive
     (the arrays and DLPack capsules) for as long as libddp may touch it."""
 
-    def __init__(self, tensors, writes, what="tensor", stream=None, device=-1):
+    def __init__(self, tensors, writes, what="tensor", stream=None, device=-1, names=None):
         """stream: the cudaStream_t the call runs on (an int; None is the legacy
         default stream). device: the communicator's GPU, the device of
-        __cuda_array_interface__ arrays (which do not name theirs)."""
+        __cuda_array_interface__ arrays (which do not name theirs). names: a
+        function from an item's index to its name in messages (a tree path),
+        called only when there is something to say; default "tensor 3"."""
         items = list(tensors)
         self.stream = stream or 0
         self.device = device
         self.keep_alive = list(items)
         self.array = (_ffi.ddp_tensor * len(items))()
         for index, item in enumerate(items):
-            self.array[index] = self._describe(item, writes, f"{what} {index}")
+            self.array[index] = self._describe(item, writes, ItemName(names, what, index))
 
     def __len__(self):
         return len(self.array)
@@ -135,6 +137,19 @@ class TensorList:
             raise ValueError(f"{where}: __dlpack__ returned something that is not a DLPack "
                              "capsule (or one already consumed)")
         return from_dltensor(managed.dl_tensor, read_only and writes, where)
+
+
+class ItemName:
+    """An item's name in a message, worked out only when a message is made."""
+
+    def __init__(self, names, what, index):
+        self.names, self.what, self.index = names, what, index
+
+    def __str__(self):
+        return self.names(self.index) if self.names else f"{self.what} {self.index}"
+
+    def __format__(self, spec):
+        return format(str(self), spec)
 
 
 def _dlpack_device_type(item):

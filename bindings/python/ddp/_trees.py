@@ -11,6 +11,7 @@ opened by JAX. A dataclass that neither knows is opened field by field.
 """
 import copy
 import dataclasses
+import re
 import sys
 
 import numpy as np
@@ -80,3 +81,37 @@ def _dataclass_rebuilder(instance, rebuild_fields):
             object.__setattr__(rebuilt, name, value)
         return rebuilt
     return rebuild
+
+
+def leaf_paths(tree):
+    """Each leaf's path in flatten's order, as Python code reaches it from the
+    tree: "['layer2']['bias']", "[0]", ".weight" ("" for a tree that is a
+    single leaf). Computed only for messages, so flatten stays fast."""
+    paths, leaves, _ = optree.tree_flatten_with_path(tree, namespace="ddp")
+    result = []
+    for path, leaf in zip(paths, leaves):
+        prefix = "".join(f"[{entry!r}]" for entry in path)
+        opened = _opened_paths(leaf)
+        result.extend([prefix] if opened is None else [prefix + inner for inner in opened])
+    return result
+
+
+def _opened_paths(leaf):
+    """The paths inside a node that _open opens, or None for a leaf."""
+    if is_number(leaf) or isinstance(leaf, (str, bytes)) or hasattr(leaf, "__dlpack__") or \
+            hasattr(leaf, "__array_interface__"):
+        return None
+    if "jax" in sys.modules:
+        import jax
+        with_paths, _ = jax.tree_util.tree_flatten_with_path(leaf)
+        if not (len(with_paths) == 1 and with_paths[0][1] is leaf):
+            result = []
+            for key_path, inner in with_paths:
+                opened = _opened_paths(inner)
+                prefix = jax.tree_util.keystr(key_path)
+                result.extend([prefix] if opened is None else [prefix + path for path in opened])
+            return result
+    if dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+        fields = {field.name: getattr(leaf, field.name) for field in dataclasses.fields(leaf)}
+        return [re.sub(r"^\['(\w+)'\]", r".\1", path) for path in leaf_paths(fields)]
+    return None

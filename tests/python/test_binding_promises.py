@@ -1,0 +1,296 @@
+"""The core's promises kept from Python, each in a process of its own (under
+mpirun where it takes ranks), so that a crash or a hang is a failure of one
+test rather than of pytest: a per-call timeout on every collective, gradient
+views that outlive their reducer, destructors that never wait for peers,
+the library that DDP_LIBRARY names or an error, and log lines written whole."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import ddp
+from conftest import ROOT
+
+MPIRUN_ENVIRONMENT = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1",
+                      "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+
+
+def run_script(tmp_path, source, ranks=None, timeout=120, environment=None, mpirun_options=()):
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(source))
+    command = [sys.executable, str(script)]
+    if ranks:
+        command = ["mpirun", *mpirun_options, "-np", str(ranks)] + command
+    return subprocess.run(command, env=environment or MPIRUN_ENVIRONMENT, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+# Each collective with timeout=1 on rank 0 while rank 1 joins 5 s later:
+# rank 0 raises TimeoutError from its own timeout, not the communicator's
+# 600 s, and rank 1 is told.
+TIMED_CALLS = {
+    "allreduce": "comm.allreduce([np.ones(3)], timeout=TIMEOUT)",
+    "allreduce_gradients": "comm.allreduce_gradients({'w': np.ones(3)}, timeout=TIMEOUT)",
+    "allreduce_async": "comm.allreduce_async([np.ones(3)], timeout=TIMEOUT).wait()",
+    "broadcast": "comm.broadcast([np.ones(3)], timeout=TIMEOUT)",
+    "reduce": "comm.reduce([np.ones(3)], timeout=TIMEOUT)",
+    "sync_optimizer_state": "comm.sync_optimizer_state({'m': np.ones(3), 'step': 1}, timeout=TIMEOUT)",
+    "check_replicas": "comm.check_replicas([np.ones(3)], timeout=TIMEOUT)",
+    "barrier": "comm.barrier(timeout=TIMEOUT)",
+    "reducer": "comm.reducer([np.ones(3)], timeout=TIMEOUT)",
+}
+
+
+@pytest.mark.parametrize("call", TIMED_CALLS)
+def test_every_collective_takes_a_timeout_of_its_own(tmp_path, call):
+    result = run_script(tmp_path, f"""
+        import time
+        import numpy as np
+        import ddp
+        comm = ddp.init(timeout=600)
+        TIMEOUT = 1 if comm.rank == 0 else 600
+        if comm.rank == 1:
+            time.sleep(5)
+        try:
+            {TIMED_CALLS[call]}
+        except ddp.TimeoutError as error:
+            print("rank", comm.rank, "TimeoutError", error, flush=True)
+        else:
+            print("rank", comm.rank, "returned", flush=True)
+        comm.finalize()
+    """, ranks=2)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "rank 0 TimeoutError" in result.stdout, result.stdout + result.stderr
+    assert "rank 1 TimeoutError" in result.stdout, result.stdout + result.stderr
+
+
+def test_gradient_views_stay_valid_after_the_reducer_and_the_communicator(tmp_path):
+    """Views read and written after `with` ends, after the Reducer is
+    collected and after finalize: the buckets (64 MiB, so freed memory would
+    be unmapped) live as long as a view does."""
+    result = run_script(tmp_path, """
+        import gc
+        import numpy as np
+        import ddp
+        comm = ddp.init(backend="self")
+        like = {"big": np.zeros(1 << 24, np.float32), "small": np.zeros(3, np.float64)}
+        with comm.reducer(like) as reducer:
+            grads = reducer.gradients
+            grads["big"][...] = 3
+            for gradient in grads.values():
+                reducer.mark_ready(gradient)
+            reducer.wait()
+        print("after with", grads["big"][0], grads["big"][-1])
+        grads["big"][:] = 5
+        try:
+            reducer.mark_ready(0)
+        except RuntimeError as error:
+            print("closed:", error)
+        del reducer
+        gc.collect()
+        print("after del", bool((grads["big"] == 5).all()))
+        comm.finalize()
+        print("after finalize", grads["big"][12345], grads["small"][0])
+        del grads
+        gc.collect()
+        print("freed")
+    """)
+    assert result.returncode == 0, f"exit status {result.returncode}\n{result.stdout}{result.stderr}"
+    assert "after with 3.0 3.0" in result.stdout
+    assert "closed: the reducer is closed" in result.stdout
+    assert "after del True" in result.stdout
+    assert "after finalize 5.0 0.0" in result.stdout and "freed" in result.stdout
+
+
+def test_gradient_views_outlive_a_step_that_timed_out_and_the_communicator(tmp_path):
+    """A step that fails with reductions in flight leaves its buckets to
+    libddp until finalize; views into them are read, and freed, after it."""
+    result = run_script(tmp_path, """
+        import gc
+        import time
+        import numpy as np
+        import ddp
+        comm = ddp.init(timeout=60)
+        reducer = comm.reducer([np.zeros(100000), np.zeros(10)], timeout=1 if comm.rank == 0 else 60)
+        grads = reducer.gradients
+        reducer.mark_ready(1)
+        if comm.rank == 0:
+            reducer.mark_ready(0)  # rank 1 never does: this step's data cannot arrive
+        else:
+            time.sleep(3)
+        try:
+            reducer.wait()
+        except ddp.TimeoutError:
+            print("rank", comm.rank, "timed out", flush=True)
+        comm.finalize()
+        del reducer
+        gc.collect()
+        print("rank", comm.rank, "reads", grads[1][:2], flush=True)
+        del grads
+        gc.collect()
+        print("rank", comm.rank, "freed", flush=True)
+    """, ranks=2)
+    for rank in (0, 1):
+        assert f"rank {rank} timed out" in result.stdout, result.stdout + result.stderr
+        assert f"rank {rank} freed" in result.stdout, result.stdout + result.stderr
+
+
+# What every rank sets up, what rank 0 drops while rank 1 has not joined,
+# and how rank 1 then finishes.
+DROPPED = {
+    "an unfinished async request": ("",
+                                    "request = comm.allreduce_async([np.ones(1000)])\n"
+                                    "del request",
+                                    "comm.allreduce_async([np.ones(1000)]).wait()\n"
+                                    "comm.finalize()"),
+    "a reducer with a step open": ("reducer = comm.reducer([np.zeros(4), np.zeros(4)])\n"
+                                   "reducer.mark_ready(0)  # a step's first mark is collective",
+                                   "del reducer",
+                                   "os._exit(0)  # the step rank 0 left open is never finished"),
+}
+
+
+@pytest.mark.parametrize("dropped", DROPPED)
+def test_destructors_never_wait_for_peers(tmp_path, dropped):
+    """Rank 1 joins only once rank 0 says (a file) that the destructor
+    returned, so a destructor that waited for rank 1 would never return, and
+    rank 1 gives up after 60 s."""
+    setup, drop, join = DROPPED[dropped]
+    result = run_script(tmp_path, f"""
+        import gc
+        import os
+        import time
+        import numpy as np
+        import ddp
+        comm = ddp.init(timeout=120)
+{textwrap.indent(setup, " " * 8)}
+        said = "destructor-returned"
+        if comm.rank == 0:
+{textwrap.indent(drop, " " * 12)}
+            gc.collect()
+            open(said, "w").close()
+            print("rank 0: the destructor returned", flush=True)
+        else:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(said):
+                if time.monotonic() > deadline:
+                    print("rank 1: rank 0's destructor waited for its peers", flush=True)
+                    os._exit(1)
+                time.sleep(0.05)
+            print("rank 1: rank 0 went on", flush=True)
+{textwrap.indent(join, " " * 12)}
+        if comm.rank == 0 and "os._exit" in {join!r}:
+            os._exit(0)
+    """, ranks=2)
+    assert "rank 0: the destructor returned" in result.stdout, result.stdout + result.stderr
+    assert "rank 1: rank 0 went on" in result.stdout, result.stdout + result.stderr
+
+
+def test_an_unhandled_exception_on_one_rank_makes_its_peers_raise_at_once(tmp_path):
+    """Rank 1 dies with a ValueError while rank 0 waits in a barrier (with
+    mpirun told not to end the job): rank 0's barrier raises at once, naming
+    rank 1, instead of waiting for the communicator's 600 s."""
+    result = run_script(tmp_path, """
+        import ddp
+        comm = ddp.init(timeout=600)
+        if comm.rank == 1:
+            raise ValueError("a bad batch on rank 1")
+        try:
+            comm.barrier()
+        except ddp.DDPError as error:
+            print("rank 0 raised", type(error).__name__, error, flush=True)
+    """, ranks=2, mpirun_options=("--mca", "orte_abort_on_non_zero_status", "0"))
+    assert "rank 0 raised TimeoutError" in result.stdout, result.stdout + result.stderr
+    assert "rank 1 aborted the communicator" in result.stdout, result.stdout
+
+
+def test_a_rank_that_leaves_with_sys_exit_makes_its_peers_raise_at_once(tmp_path):
+    """sys.exit() is no error: the rank finalizes at exit, which tells its
+    peers; rank 0's barrier raises instead of waiting its 600 s."""
+    result = run_script(tmp_path, """
+        import sys
+        import ddp
+        comm = ddp.init(timeout=600)
+        if comm.rank == 1:
+            sys.exit(0)
+        try:
+            comm.barrier()
+        except ddp.DDPError as error:
+            print("rank 0 raised", type(error).__name__, error, flush=True)
+    """, ranks=2)
+    assert "rank 0 raised TimeoutError" in result.stdout, result.stdout + result.stderr
+    assert "rank 1 finalized the communicator" in result.stdout, result.stdout
+
+
+def test_log_lines_of_ranks_never_interleave(tmp_path):
+    """Three ranks log at once into one file, as ranks whose stderr is one
+    file or terminal do (a batch system's job log). Each line is one write,
+    so none is cut by another rank's; mpirun's own output forwarding is
+    bypassed, since it cuts what it forwards into chunks of its own."""
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import ddp
+        comm = ddp.init()
+        letter = "abc"[comm.rank]
+        for line in range(2000):
+            comm.log(f"line {line} " + letter * 100)
+        comm.finalize()
+    """))
+    shared = tmp_path / "shared.log"
+    result = subprocess.run(["mpirun", "-np", "3", "sh", "-c",
+                             f"exec {sys.executable} {script} 2>>{shared}"],
+                            env=MPIRUN_ENVIRONMENT, cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    whole = re.compile(r"\[ddp (\d)/3 [\d:.]+\] line \d+ (a{100}|b{100}|c{100})")
+    lines = [line for line in shared.read_text().splitlines() if line]
+    broken = [line[:80] + "..." + line[-40:] for line in lines if not whole.fullmatch(line)]
+    assert len(lines) == 6000 and not broken, f"{len(lines)} lines, {len(broken)} broken: {broken[:3]}"
+
+
+def install_of_libddp(destination):
+    """libddp installed (`meson install`) into a prefix under destination, as
+    the README's install puts it in /usr/local; the directory of its
+    libddp.so.0."""
+    build = next(path for path in (ROOT / "build-python", ROOT / "build")
+                 if (path / "build.ninja").exists())
+    subprocess.run(["meson", "install", "-C", str(build), "--no-rebuild", "--quiet",
+                    "--destdir", str(destination)], check=True, capture_output=True)
+    return next(destination.rglob("libddp.so.0")).parent
+
+
+@pytest.fixture(scope="module")
+def other_libddp(tmp_path_factory):
+    return install_of_libddp(tmp_path_factory.mktemp("prefix"))
+
+
+def loaded_library(environment):
+    return subprocess.run([sys.executable, "-c", "import ddp; print(ddp._ffi._lib._name)"],
+                          env=environment, capture_output=True, text=True, cwd="/")
+
+
+def test_a_ddp_library_that_cannot_be_loaded_is_an_error_not_a_fallback(tmp_path, other_libddp):
+    environment = {**os.environ, "DDP_LIBRARY": str(tmp_path / "missing.so"),
+                   "LD_LIBRARY_PATH": str(other_libddp)}
+    result = loaded_library(environment)
+    assert result.returncode != 0, f"loaded {result.stdout.strip()} instead of failing"
+    assert f"DDP_LIBRARY={tmp_path / 'missing.so'} cannot be loaded" in result.stderr
+
+
+def test_the_package_loads_its_own_library_with_another_on_the_loader_path(other_libddp):
+    environment = {name: value for name, value in os.environ.items() if name != "DDP_LIBRARY"}
+    environment["LD_LIBRARY_PATH"] = str(other_libddp)
+    result = loaded_library(environment)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(Path(ddp.__file__).with_name("libddp.so.0"))
+
+
+def test_a_ddp_library_that_loads_is_the_one_used(other_libddp):
+    environment = {**os.environ, "DDP_LIBRARY": str(other_libddp / "libddp.so.0")}
+    result = loaded_library(environment)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(other_libddp / "libddp.so.0")
