@@ -1,0 +1,67 @@
+// A communicator's flight recorder: the last N collectives (kind, sequence
+// number, sizes, description hash, times entered, agreed and finished, and
+// state), always on, written by every rank on a timeout, a mismatch or an
+// abort, or on demand (ddp_dump_flight_recorder). scripts/ddp-trace explain
+// reads every rank's dump and names the rank that is behind, or the call
+// that first differs.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddp::trace {
+
+enum class CallState { entered, agreed, finished, failed, mismatch, timed_out, aborted };
+
+/// What a rank passed to a collective, as agreement compares it.
+struct CallSummary {
+    bool valid = true;  ///< false: this rank's arguments failed validation
+    int32_t op = -1;
+    int32_t root = -1;
+    int64_t tensors = 0;
+    int64_t bytes = 0;
+    uint64_t hash = 0;  ///< of agreement's words: equal hashes, equal calls
+};
+
+class FlightRecorder {
+public:
+    /// `capacity` 0 turns it off. `dir`: where dumps go ("" : the log).
+    FlightRecorder(size_t capacity, std::string dir, int rank, int size, const char* backend);
+
+    void entered(uint64_t sequence, uint64_t kind);
+    void described(uint64_t sequence, const CallSummary& summary);
+    void agreed(uint64_t sequence);
+    /// Finished, or failed (a more precise state already marked stays).
+    void ended(uint64_t sequence, bool failed);
+    void mark(uint64_t sequence, CallState state);
+
+    /// The dump as one line of JSON.
+    std::string json(const std::string& reason) const;
+    /// Writes the dump to `file`, or ("") to DDP_FLIGHT_RECORDER_DIR's file,
+    /// or to the log when that is unset. Throws DDP_ERR_INVALID_ARGUMENT
+    /// when `file` cannot be written; an automatic dump that cannot be
+    /// written is logged instead.
+    void dump(const std::string& reason, const std::string& file = {}) const;
+
+private:
+    struct Entry {
+        uint64_t sequence = 0;  ///< 0: empty
+        uint64_t kind = 0;
+        CallSummary summary;
+        bool described = false;
+        int64_t entered_us = 0, agreed_us = 0, finished_us = 0;  ///< Unix time; 0: not yet
+        CallState state = CallState::entered;
+    };
+    Entry* find(uint64_t sequence);
+
+    mutable std::mutex mutex_;
+    std::vector<Entry> ring_;  // guarded by mutex_; slot = sequence % size
+    std::string dir_;
+    int rank_, size_;
+    const char* backend_;
+};
+
+}  // namespace ddp::trace
