@@ -48,7 +48,8 @@ private:
 Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_op op, int64_t bucket_bytes,
                  double timeout_s, std::span<const char* const> names)
     : comm_(comm), op_(op), bucket_bytes_(bucket_bytes), timeout_s_(timeout_s) {
-    for (const char* name : names) names_.push_back(name != nullptr ? name : "#" + std::to_string(names_.size()));
+    for (const char* name : names)
+        names_.push_back(name != nullptr ? std::string(name) : std::string(1, '#').append(std::to_string(names_.size())));
     for (const std::string& name : names_) name_pointers_.push_back(name.c_str());
     for (const ddp_tensor& tensor : gradients)
         layout_.push_back(ddp_tensor{nullptr, tensor.count, tensor.dtype, tensor.device_type, 0, 0});
@@ -56,6 +57,11 @@ Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_
     ControlPlane& control = comm_.control();
     CallContext context = control.begin(CollectiveKind::reducer_create, timeout_s_);
     CallScope scope(control);
+    trace::Span span(control.timeline(), "reducer_create", trace::Row::calls, context.sequence);
+    if (span.on()) {
+        span.event().plane = comm_.backend().name();
+        if (!names.empty()) span.event().names = trace::names_json(names);
+    }
     agree(comm_.backend(), control, context,
           encode(CallDescription{CollectiveKind::reducer_create, op, 0, bucket_bytes, 0, layout_}));
 
