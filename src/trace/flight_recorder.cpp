@@ -90,7 +90,7 @@ void FlightRecorder::ended(uint64_t sequence, bool failed) {
     std::lock_guard lock(mutex_);
     if (Entry* entry = find(sequence); entry && entry->finished_us == 0) {
         entry->finished_us = now;
-        if (!failed)
+        if (!failed && !(entry->described && !entry->summary.valid))  // an invalid call fails after it ends
             entry->state = CallState::finished;
         else if (entry->state == CallState::entered || entry->state == CallState::agreed)
             entry->state = CallState::failed;

@@ -77,6 +77,19 @@ end
         @test v == (rank == 0 ? fill(Float32(n), 2) : fill(Float32(rank + 1), 2))
     end
 
+    @testset "timeline and dump_flight_recorder" begin
+        folder = mktempdir()
+        result = timeline(joinpath(folder, "trace.json")) do
+            allreduce!(ones(4), +)
+            :done
+        end
+        @test result === :done
+        @test occursin("\"name\":\"allreduce\"", read(joinpath(folder, "trace.rank$rank.json"), String))
+        @test dump_flight_recorder(joinpath(folder, "fr.%r.json")) === nothing
+        @test occursin("\"kind\":\"allreduce\"", read(joinpath(folder, "fr.$rank.json"), String))
+        ddp_error(() -> timeline(() -> nothing, "/nonexistent-folder/t.json"), LibDDP.DDP_ERR_INVALID_ARGUMENT)
+    end
+
     @testset "barrier and check_replicas" begin
         @test barrier() === nothing
         @test check_replicas((w = ones(3), b = (zeros(Float32, 2),)))

@@ -10,7 +10,7 @@ for by name (op="avg") or through allreduce_gradients.
 import ctypes
 import sys
 
-from . import _exit, _ffi, _log_bridge, _trees
+from . import _exit, _ffi, _leaf_names, _log_bridge, _trees
 from ._staging import Staging, is_immutable_array, is_number
 from ._reducer import Reducer
 from ._tensors import TensorList
@@ -54,12 +54,13 @@ def stream_handle(stream):
                     f"(CuPy, PyTorch), got {type(stream).__name__}")
 
 
-def _collective_options(fusion_bytes=None, stream=0):
+def _collective_options(fusion_bytes=None, stream=0, names=None):
     options = _ffi.ddp_collective_options()
     _ffi.ddp_collective_options_init(options, ctypes.sizeof(options))
     if fusion_bytes is not None:
         options.fusion_bytes = fusion_bytes
     options.cuda_stream = stream or None
+    options.names = names  # the timeline's leaf names (the array lives as long as options)
     return options
 
 
@@ -171,7 +172,8 @@ class Communicator:
         staging = Staging(leaves, writes=True, averaging=_op(op) == _ffi.DDP_OP_AVG)
         tensor_list = self._tensors(staging.buffers, True, stream)
         _ffi.ddp_allreduce_tensor_list(self._handle, tensor_list.array, len(tensor_list),
-                                       _op(op), _collective_options(fusion_bytes, stream))
+                                       _op(op), _collective_options(fusion_bytes, stream,
+                                                                    _leaf_names.of(tensors, leaves)))
         return staging.rebuilt(tensors, rebuild)
 
     def allreduce_gradients(self, gradients, fusion_bytes=None, stream=None):
@@ -183,7 +185,8 @@ class Communicator:
         """Persistent gradient buckets for arrays shaped like `like` (a list of
         arrays): the way to reduce gradients every step. Experimental in
         libddp's C API (ddp_reducer_*). See ddp.Reducer."""
-        return Reducer(self, like, _op(op), fusion_bytes, _collective_options(fusion_bytes))
+        return Reducer(self, like, _op(op), fusion_bytes,
+                       _collective_options(fusion_bytes, names=_leaf_names.of(like, list(like))))
 
     def allreduce_async(self, tensors, op="sum", fusion_bytes=None, stream=None):
         """Starts allreduce in the background; returns a Request whose wait()
@@ -195,7 +198,8 @@ class Communicator:
         tensor_list = self._tensors(staging.buffers, True, stream)
         request = ctypes.POINTER(_ffi.ddp_request)()
         _ffi.ddp_allreduce_tensor_list_async(self._handle, tensor_list.array, len(tensor_list),
-                                             _op(op), _collective_options(fusion_bytes, stream),
+                                             _op(op), _collective_options(fusion_bytes, stream,
+                                                                          _leaf_names.of(tensors, leaves)),
                                              request)
         return Request(request, lambda: staging.rebuilt(tensors, rebuild), tensor_list)
 
@@ -208,7 +212,7 @@ class Communicator:
         staging = Staging(leaves, writes=True)
         tensor_list = self._tensors(staging.buffers, True, stream)
         _ffi.ddp_broadcast_tensor_list(self._handle, tensor_list.array, len(tensor_list), root,
-                                       _collective_options(None, stream))
+                                       _collective_options(None, stream, _leaf_names.of(tensors, leaves)))
         return staging.rebuilt(tensors, rebuild)
 
     def reduce(self, tensors, op="sum", root=0, stream=None):
@@ -219,7 +223,7 @@ class Communicator:
         staging = Staging(leaves, writes=True, averaging=_op(op) == _ffi.DDP_OP_AVG)
         tensor_list = self._tensors(staging.buffers, True, stream)
         _ffi.ddp_reduce_tensor_list(self._handle, tensor_list.array, len(tensor_list), _op(op),
-                                    root, _collective_options(None, stream))
+                                    root, _collective_options(None, stream, _leaf_names.of(tensors, leaves)))
         return staging.rebuilt(tensors, rebuild)
 
     def sync_optimizer_state(self, state, root=0, stream=None):

@@ -32,6 +32,7 @@ pub mod logging;
 mod scope;
 mod shard;
 mod tensors;
+mod timeline;
 
 pub use comm::{Backend, CollectiveOptions, Comm, InitOptions, LogLevel, Op, Replicas};
 pub use element::Element;
@@ -40,6 +41,7 @@ pub use half;
 pub use scope::{Request, Scope};
 pub use shard::{shard_count, shard_indices, Indices, Sampler, ShardOptions, Strategy};
 pub use tensors::{BorrowedBuffer, BorrowedTensors, Buffer, TensorList, Tensors, View, Views};
+pub use timeline::Timeline;
 
 /// The run-time library's version, `"major.minor.patch"`.
 ///
