@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "control/collective_kind.hpp"
 #include "ddp/ddp.h"
@@ -50,71 +51,134 @@ std::string escaped(const std::string& text) {
 
 }  // namespace
 
-FlightRecorder::FlightRecorder(size_t capacity, std::string dir, int rank, int size, const char* backend)
-    : ring_(capacity), dir_(std::move(dir)), rank_(rank), size_(size), backend_(backend) {}
+namespace {
 
-FlightRecorder::Entry* FlightRecorder::find(uint64_t sequence) {
-    if (ring_.empty()) return nullptr;
-    Entry& entry = ring_[sequence % ring_.size()];
-    return entry.sequence == sequence ? &entry : nullptr;
+constexpr auto relaxed = std::memory_order_relaxed;
+
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace
+
+FlightRecorder::FlightRecorder(size_t capacity, std::string dir, int rank, int size, const char* backend)
+    : capacity_(capacity),
+      ring_(std::make_unique<Slot[]>(capacity)),
+      dir_(std::move(dir)),
+      rank_(rank),
+      size_(size),
+      backend_(backend) {}
+
+template <typename Change>
+void FlightRecorder::update(uint64_t sequence, Change change) {
+    if (capacity_ == 0) return;
+    Slot& slot = ring_[sequence % capacity_];
+    uint64_t version = slot.version.load(relaxed);
+    // Take the slot: from an even version to the odd one after it.
+    while ((version & 1) != 0 ||
+           !slot.version.compare_exchange_weak(version, version + 1, std::memory_order_acquire, relaxed))
+        version = slot.version.load(relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    change(slot);
+    slot.version.store(version + 2, std::memory_order_release);
+}
+
+FlightRecorder::Entry FlightRecorder::read(const Slot& slot) const {
+    for (;;) {
+        const uint64_t before = slot.version.load(std::memory_order_acquire);
+        Entry entry;
+        entry.sequence = slot.sequence.load(relaxed);
+        entry.kind = slot.kind.load(relaxed);
+        entry.described = slot.described.load(relaxed);
+        entry.summary = CallSummary{slot.valid.load(relaxed), slot.op.load(relaxed),     slot.root.load(relaxed),
+                                    slot.tensors.load(relaxed), slot.bytes.load(relaxed), slot.hash.load(relaxed)};
+        entry.entered_ns = slot.entered_ns.load(relaxed);
+        entry.agreed_ns = slot.agreed_ns.load(relaxed);
+        entry.finished_ns = slot.finished_ns.load(relaxed);
+        entry.state = static_cast<CallState>(slot.state.load(relaxed));
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if ((before & 1) == 0 && slot.version.load(relaxed) == before) return entry;
+    }
 }
 
 void FlightRecorder::entered(uint64_t sequence, uint64_t kind) {
-    if (ring_.empty()) return;
-    const int64_t now = unix_us();
-    std::lock_guard lock(mutex_);
-    ring_[sequence % ring_.size()] = Entry{sequence, kind, {}, false, now, 0, 0, CallState::entered};
+    const int64_t now = now_ns();
+    update(sequence, [&](Slot& slot) {
+        slot.sequence.store(sequence, relaxed);
+        slot.kind.store(kind, relaxed);
+        slot.described.store(false, relaxed);
+        slot.entered_ns.store(now, relaxed);
+        slot.agreed_ns.store(0, relaxed);
+        slot.finished_ns.store(0, relaxed);
+        slot.state.store(static_cast<int32_t>(CallState::entered), relaxed);
+    });
 }
 
+namespace {
+void store_summary(std::atomic<bool>& described, std::atomic<bool>& valid, std::atomic<int32_t>& op,
+                   std::atomic<int32_t>& root, std::atomic<int64_t>& tensors, std::atomic<int64_t>& bytes,
+                   std::atomic<uint64_t>& hash, const CallSummary& summary) {
+    valid.store(summary.valid, relaxed);
+    op.store(summary.op, relaxed);
+    root.store(summary.root, relaxed);
+    tensors.store(summary.tensors, relaxed);
+    bytes.store(summary.bytes, relaxed);
+    hash.store(summary.hash, relaxed);
+    described.store(true, relaxed);
+}
+}  // namespace
+
 void FlightRecorder::described(uint64_t sequence, const CallSummary& summary) {
-    std::lock_guard lock(mutex_);
-    if (Entry* entry = find(sequence)) {
-        entry->summary = summary;
-        entry->described = true;
-    }
+    update(sequence, [&](Slot& s) {
+        if (s.sequence.load(relaxed) == sequence)
+            store_summary(s.described, s.valid, s.op, s.root, s.tensors, s.bytes, s.hash, summary);
+    });
 }
 
 void FlightRecorder::agreed(uint64_t sequence) {
-    if (ring_.empty()) return;
-    const int64_t now = unix_us();
-    std::lock_guard lock(mutex_);
-    if (Entry* entry = find(sequence); entry && entry->agreed_us == 0) {
-        entry->agreed_us = now;
-        if (entry->state == CallState::entered) entry->state = CallState::agreed;
-    }
+    const int64_t now = now_ns();
+    update(sequence, [&](Slot& s) {
+        if (s.sequence.load(relaxed) != sequence || s.agreed_ns.load(relaxed) != 0) return;
+        s.agreed_ns.store(now, relaxed);
+        if (s.state.load(relaxed) == static_cast<int32_t>(CallState::entered))
+            s.state.store(static_cast<int32_t>(CallState::agreed), relaxed);
+    });
 }
 
 void FlightRecorder::ended(uint64_t sequence, bool failed) {
-    if (ring_.empty()) return;
-    const int64_t now = unix_us();
-    std::lock_guard lock(mutex_);
-    if (Entry* entry = find(sequence); entry && entry->finished_us == 0) {
-        entry->finished_us = now;
-        if (!failed && !(entry->described && !entry->summary.valid))  // an invalid call fails after it ends
-            entry->state = CallState::finished;
-        else if (entry->state == CallState::entered || entry->state == CallState::agreed)
-            entry->state = CallState::failed;
-    }
+    const int64_t now = now_ns();
+    update(sequence, [&](Slot& s) {
+        if (s.sequence.load(relaxed) != sequence || s.finished_ns.load(relaxed) != 0) return;
+        s.finished_ns.store(now, relaxed);
+        const auto state = static_cast<CallState>(s.state.load(relaxed));
+        const bool invalid = s.described.load(relaxed) && !s.valid.load(relaxed);  // fails after it ends
+        if (!failed && !invalid)
+            s.state.store(static_cast<int32_t>(CallState::finished), relaxed);
+        else if (state == CallState::entered || state == CallState::agreed)
+            s.state.store(static_cast<int32_t>(CallState::failed), relaxed);
+    });
 }
 
 void FlightRecorder::mark(uint64_t sequence, CallState state) {
-    std::lock_guard lock(mutex_);
-    if (Entry* entry = find(sequence)) entry->state = state;
+    update(sequence, [&](Slot& s) {
+        if (s.sequence.load(relaxed) == sequence) s.state.store(static_cast<int32_t>(state), relaxed);
+    });
 }
 
 std::string FlightRecorder::json(const std::string& reason) const {
     std::vector<Entry> entries;
-    {
-        std::lock_guard lock(mutex_);
-        for (const Entry& entry : ring_)
-            if (entry.sequence != 0) entries.push_back(entry);
-    }
+    for (size_t i = 0; i < capacity_; ++i)
+        if (Entry entry = read(ring_[i]); entry.sequence != 0) entries.push_back(entry);
+    // Steady-clock times as Unix time, for dumps from several machines.
+    const int64_t unix_minus_steady = unix_us() * 1000 - now_ns();
+    auto unix_of = [&](int64_t steady_ns) { return steady_ns == 0 ? 0LL : (steady_ns + unix_minus_steady) / 1000; };
     std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.sequence < b.sequence; });
     char head[256];
     std::snprintf(head, sizeof head,
                   "{\"flight_recorder\":1,\"writer\":\"libddp %s\",\"rank\":%d,\"size\":%d,\"backend\":\"%s\","
                   "\"capacity\":%zu,\"dumped_unix_us\":%lld,",
-                  ddp_version_string(), rank_, size_, backend_, ring_.size(), static_cast<long long>(unix_us()));
+                  ddp_version_string(), rank_, size_, backend_, capacity_, static_cast<long long>(unix_us()));
     std::string out = head;
     out += "\"reason\":\"" + escaped(reason) + "\",\"calls\":[";
     for (size_t i = 0; i < entries.size(); ++i) {
@@ -124,8 +188,8 @@ std::string FlightRecorder::json(const std::string& reason) const {
                       "%s{\"seq\":%llu,\"kind\":\"%s\",\"state\":\"%s\",\"entered_unix_us\":%lld,"
                       "\"agreed_unix_us\":%lld,\"finished_unix_us\":%lld",
                       i == 0 ? "" : ",", static_cast<unsigned long long>(e.sequence), kind_name(e.kind),
-                      state_name(e.state), static_cast<long long>(e.entered_us), static_cast<long long>(e.agreed_us),
-                      static_cast<long long>(e.finished_us));
+                      state_name(e.state), static_cast<long long>(unix_of(e.entered_ns)),
+                      static_cast<long long>(unix_of(e.agreed_ns)), static_cast<long long>(unix_of(e.finished_ns)));
         out += line;
         if (e.described) {
             std::snprintf(line, sizeof line,

@@ -6,11 +6,10 @@
 // that first differs.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
-#include <mutex>
-#include <optional>
+#include <memory>
 #include <string>
-#include <vector>
 
 namespace ddp::trace {
 
@@ -47,18 +46,32 @@ public:
     void dump(const std::string& reason, const std::string& file = {}) const;
 
 private:
+    /// One call, as a dump reads it.
     struct Entry {
         uint64_t sequence = 0;  ///< 0: empty
         uint64_t kind = 0;
         CallSummary summary;
         bool described = false;
-        int64_t entered_us = 0, agreed_us = 0, finished_us = 0;  ///< Unix time; 0: not yet
+        int64_t entered_ns = 0, agreed_ns = 0, finished_ns = 0;  ///< steady clock; 0: not yet
         CallState state = CallState::entered;
     };
-    Entry* find(uint64_t sequence);
+    /// An entry in the ring as relaxed atomics, written without a lock (one
+    /// writer at a time: the version is odd while one writes) and read by
+    /// dumps from any thread, which retry while a write is under way (a seqlock).
+    struct Slot {
+        std::atomic<uint64_t> version{0};
+        std::atomic<uint64_t> sequence{0}, kind{0}, hash{0};
+        std::atomic<int64_t> tensors{0}, bytes{0}, entered_ns{0}, agreed_ns{0}, finished_ns{0};
+        std::atomic<int32_t> op{-1}, root{-1}, state{0};
+        std::atomic<bool> described{false}, valid{true};
+    };
+    /// Applies `change` to the entry of `sequence` (if the ring still holds it).
+    template <typename Change>
+    void update(uint64_t sequence, Change change);
+    Entry read(const Slot& slot) const;
 
-    mutable std::mutex mutex_;
-    std::vector<Entry> ring_;  // guarded by mutex_; slot = sequence % size
+    size_t capacity_;
+    std::unique_ptr<Slot[]> ring_;  // slot = sequence % capacity_
     std::string dir_;
     int rank_, size_;
     const char* backend_;

@@ -253,18 +253,20 @@ void Timeline::write_event(const Event& event) {
     std::fprintf(file_, ",\"args\":%s}", args.empty() ? "{}" : (args + "}").c_str());
 }
 
-void Span::begin(const char* name, Row row, uint64_t sequence, int lane) {
+void Span::begin(Timeline& timeline, const char* name, Row row, uint64_t sequence, int lane) {
+    timeline_ = &timeline;
     uncaught_ = std::uncaught_exceptions();
-    event_.name = name;
-    event_.tid = thread_row(row, lane);
-    event_.sequence = sequence;
-    event_.ts_ns = now_ns();
+    Event& event = event_.emplace();
+    event.name = name;
+    event.tid = thread_row(row, lane);
+    event.sequence = sequence;
+    event.ts_ns = now_ns();
 }
 
 void Span::end() {
-    event_.dur_ns = now_ns() - event_.ts_ns;
-    event_.failed = std::uncaught_exceptions() > uncaught_;
-    timeline_->record(std::move(event_));
+    event_->dur_ns = now_ns() - event_->ts_ns;
+    event_->failed = std::uncaught_exceptions() > uncaught_;
+    timeline_->record(std::move(*event_));
 }
 
 void instant(Timeline& timeline, const char* name, Row row, uint64_t sequence, int64_t index,
