@@ -154,7 +154,6 @@ void ControlPlane::fail_if_a_peer_gave_up(const CallContext& call) {
 
 void ControlPlane::abort(const std::string& reason) {
     const PeerStatus mine = status();
-    if (mine.in_call) recorder_.mark(mine.sequence, trace::CallState::aborted);
     mark_broken("rank " + std::to_string(backend_.rank()) + " aborted the communicator (" + reason +
                 "); it is unusable: finalize it and end the job");
     backend_.send_abort(AbortNotice{backend_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::aborted});

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "control/collective_kind.hpp"
@@ -29,7 +30,6 @@ const char* state_name(CallState state) {
     case CallState::failed: return "failed";
     case CallState::mismatch: return "mismatch";
     case CallState::timed_out: return "timed out";
-    case CallState::aborted: return "aborted";
     }
     return "unknown";
 }
@@ -55,7 +55,16 @@ namespace {
 
 constexpr auto relaxed = std::memory_order_relaxed;
 
-int64_t now_ns() {
+// The kernel's coarse monotonic clock: the last tick (a few ms apart), read in
+// a third of the fine clock's time; a flight recorder needs milliseconds. It
+// never runs ahead of CLOCK_MONOTONIC, so the two share one origin.
+int64_t coarse_now_ns() {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
+}
+
+int64_t steady_now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
         .count();
 }
@@ -70,22 +79,25 @@ FlightRecorder::FlightRecorder(size_t capacity, std::string dir, int rank, int s
       size_(size),
       backend_(backend) {}
 
+// One writer at a time: the thread running the communicator's collective
+// (the caller's, or the async worker's, handed over by the worker's queue).
 template <typename Change>
 void FlightRecorder::update(uint64_t sequence, Change change) {
     if (capacity_ == 0) return;
     Slot& slot = ring_[sequence % capacity_];
-    uint64_t version = slot.version.load(relaxed);
-    // Take the slot: from an even version to the odd one after it.
-    while ((version & 1) != 0 ||
-           !slot.version.compare_exchange_weak(version, version + 1, std::memory_order_acquire, relaxed))
-        version = slot.version.load(relaxed);
+    const uint64_t version = slot.version.load(relaxed);
+    slot.version.store(version + 1, relaxed);  // odd: a write is under way
     std::atomic_thread_fence(std::memory_order_release);
     change(slot);
     slot.version.store(version + 2, std::memory_order_release);
 }
 
 FlightRecorder::Entry FlightRecorder::read(const Slot& slot) const {
-    for (;;) {
+    // A dump must never wait for ever: after this many torn reads (two
+    // writers at once, as a bucket's timeout beside a mismatch could make)
+    // the last read is taken as it is.
+    constexpr int max_tries = 1000;
+    for (int tries = 1;; ++tries) {
         const uint64_t before = slot.version.load(std::memory_order_acquire);
         Entry entry;
         entry.sequence = slot.sequence.load(relaxed);
@@ -98,12 +110,12 @@ FlightRecorder::Entry FlightRecorder::read(const Slot& slot) const {
         entry.finished_ns = slot.finished_ns.load(relaxed);
         entry.state = static_cast<CallState>(slot.state.load(relaxed));
         std::atomic_thread_fence(std::memory_order_acquire);
-        if ((before & 1) == 0 && slot.version.load(relaxed) == before) return entry;
+        if (((before & 1) == 0 && slot.version.load(relaxed) == before) || tries == max_tries) return entry;
     }
 }
 
 void FlightRecorder::entered(uint64_t sequence, uint64_t kind) {
-    const int64_t now = now_ns();
+    const int64_t now = coarse_now_ns();
     update(sequence, [&](Slot& slot) {
         slot.sequence.store(sequence, relaxed);
         slot.kind.store(kind, relaxed);
@@ -137,7 +149,7 @@ void FlightRecorder::described(uint64_t sequence, const CallSummary& summary) {
 }
 
 void FlightRecorder::agreed(uint64_t sequence) {
-    const int64_t now = now_ns();
+    const int64_t now = coarse_now_ns();
     update(sequence, [&](Slot& s) {
         if (s.sequence.load(relaxed) != sequence || s.agreed_ns.load(relaxed) != 0) return;
         s.agreed_ns.store(now, relaxed);
@@ -147,7 +159,7 @@ void FlightRecorder::agreed(uint64_t sequence) {
 }
 
 void FlightRecorder::ended(uint64_t sequence, bool failed) {
-    const int64_t now = now_ns();
+    const int64_t now = coarse_now_ns();
     update(sequence, [&](Slot& s) {
         if (s.sequence.load(relaxed) != sequence || s.finished_ns.load(relaxed) != 0) return;
         s.finished_ns.store(now, relaxed);
@@ -171,7 +183,7 @@ std::string FlightRecorder::json(const std::string& reason) const {
     for (size_t i = 0; i < capacity_; ++i)
         if (Entry entry = read(ring_[i]); entry.sequence != 0) entries.push_back(entry);
     // Steady-clock times as Unix time, for dumps from several machines.
-    const int64_t unix_minus_steady = unix_us() * 1000 - now_ns();
+    const int64_t unix_minus_steady = unix_us() * 1000 - steady_now_ns();
     auto unix_of = [&](int64_t steady_ns) { return steady_ns == 0 ? 0LL : (steady_ns + unix_minus_steady) / 1000; };
     std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.sequence < b.sequence; });
     char head[256];

@@ -13,7 +13,7 @@
 
 namespace ddp::trace {
 
-enum class CallState { entered, agreed, finished, failed, mismatch, timed_out, aborted };
+enum class CallState { entered, agreed, finished, failed, mismatch, timed_out };
 
 /// What a rank passed to a collective, as agreement compares it.
 struct CallSummary {
@@ -52,12 +52,13 @@ private:
         uint64_t kind = 0;
         CallSummary summary;
         bool described = false;
-        int64_t entered_ns = 0, agreed_ns = 0, finished_ns = 0;  ///< steady clock; 0: not yet
+        int64_t entered_ns = 0, agreed_ns = 0, finished_ns = 0;  ///< coarse monotonic clock; 0: not yet
         CallState state = CallState::entered;
     };
-    /// An entry in the ring as relaxed atomics, written without a lock (one
-    /// writer at a time: the version is odd while one writes) and read by
-    /// dumps from any thread, which retry while a write is under way (a seqlock).
+    /// An entry in the ring as relaxed atomics, written without a lock by
+    /// the thread running the call (the version is odd while it writes) and
+    /// read by dumps from any thread, which retry while a write is under way
+    /// (a seqlock).
     struct Slot {
         std::atomic<uint64_t> version{0};
         std::atomic<uint64_t> sequence{0}, kind{0}, hash{0};
