@@ -508,7 +508,8 @@ DDP_API ddp_status ddp_timeline_stop(ddp_comm* comm);
  * Writes this rank's flight recorder: the last DDP_FLIGHT_RECORDER_SIZE
  * (default 64) collectives of the communicator, each with its kind,
  * sequence number, tensor count, bytes, op, root, description hash, the
- * times it was entered, agreed and finished, and its state. It is always
+ * times it was entered, agreed and finished (to a few milliseconds), and
+ * its state. It is always
  * on, and every rank writes it by itself on a timeout, a mismatch or an
  * abort, to DDP_FLIGHT_RECORDER_DIR (one file per rank,
  * ddp-flight-recorder.rankR.json) or, when that is unset, as one log line.
