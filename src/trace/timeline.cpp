@@ -146,13 +146,11 @@ void Timeline::start(const ClockSync& clock) {
                  "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
                  ddp_version_string(), rank_, size_, backend_, clock.offset_us, clock.spread_us, clock.samples,
                  static_cast<double>(now_ns()) / 1000.0, static_cast<long long>(unix_us), rank_, rank_, rank_, rank_);
-    first_event_ = false;
     named_rows_.clear();
     {
         std::lock_guard lock(mutex_);
         pending_.clear();
         pending_.reserve(buffered_events);
-        capacity_ = buffered_events;
         dropped_ = 0;
         stopping_ = false;
     }
@@ -184,12 +182,12 @@ void Timeline::record(Event&& event) {
     bool wake = false;
     {
         std::lock_guard lock(mutex_);
-        if (pending_.size() >= capacity_) {
+        if (pending_.size() >= buffered_events) {
             ++dropped_;
             return;
         }
         pending_.push_back(std::move(event));
-        wake = pending_.size() == capacity_ / 2;
+        wake = pending_.size() == buffered_events / 2;
     }
     if (wake) wake_.notify_all();
 }
@@ -199,7 +197,7 @@ void Timeline::write_loop() {
     batch.reserve(buffered_events);
     std::unique_lock lock(mutex_);
     for (;;) {
-        wake_.wait_for(lock, write_interval, [this] { return stopping_ || pending_.size() >= capacity_ / 2; });
+        wake_.wait_for(lock, write_interval, [this] { return stopping_ || pending_.size() >= buffered_events / 2; });
         batch.swap(pending_);
         const uint64_t dropped = std::exchange(dropped_, 0);
         const bool last = stopping_;

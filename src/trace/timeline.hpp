@@ -96,10 +96,8 @@ private:
     std::vector<Event> pending_;  // guarded by mutex_
     uint64_t dropped_ = 0;        // guarded by mutex_
     bool stopping_ = false;       // guarded by mutex_
-    size_t capacity_ = 0;
     std::FILE* file_ = nullptr;   // the writer thread's while recording
     std::string file_name_;
-    bool first_event_ = true;
     std::set<int> named_rows_;
     int rank_ = 0;
     int size_ = 1;
