@@ -155,7 +155,7 @@ def forced_timeout(script, ddp_trace, folder):
     states = {r: json.loads(d.read_text())["calls"][-1]["state"] for r, d in enumerate(dumps)}
     assert states[0] == "timed out", states
     sentence = explained(ddp_trace, dumps)
-    assert sentence.startswith("rank 1 is behind: its last call is #3 (allreduce of 1 tensor, 4 bytes; finished)"), \
+    assert sentence.startswith("Rank 1 is behind: its last call is #3 (allreduce of 1 tensor, 4 bytes; finished)"), \
         sentence
     assert "never entered #4, the barrier that rank 0 entered" in sentence, sentence
     assert "rank 0 is at #4 (barrier, timed out)" in sentence, sentence
@@ -168,6 +168,21 @@ def forced_mismatch(script, ddp_trace, folder):
     assert sentence.startswith("Call #3 is the first that differs between ranks: rank 0 called allreduce of "
                                "3 tensors (12 bytes) but rank 1 called allreduce of 2 tensors (8 bytes)"), sentence
     assert "ended in a mismatch" in sentence and "(#1 to #2) matched" in sentence, sentence
+
+
+def forced_abort(script, ddp_trace, folder):
+    run(script, "abort", env={"DDP_FLIGHT_RECORDER_DIR": str(folder)})
+    dumps = {r: json.loads((folder / f"ddp-flight-recorder.rank{r}.json").read_text()) for r in range(RANKS)}
+    assert "rank 0 aborted the communicator (a NaN loss)" in dumps[0]["reason"], dumps[0]["reason"]
+    assert "rank 0 aborted the communicator" in dumps[1]["reason"], dumps[1]["reason"]
+    for dump in dumps.values():
+        assert [(c["seq"], c["state"]) for c in dump["calls"][:2]] == [(1, "finished"), (2, "finished")], dump
+    # Rank 0 stopped after #2; rank 1 may have entered #3 before the notice came.
+    sentence = explained(ddp_trace, [folder / f"ddp-flight-recorder.rank{r}.json" for r in range(RANKS)])
+    assert sentence.startswith(("Rank 0 is behind: its last call is #2", "All 2 ranks ran the same calls up to #2")), \
+        sentence
+    assert sentence.endswith("Rank 0 dumped first: rank 0 aborted the communicator (a NaN loss); it is unusable: "
+                             "finalize it and end the job."), sentence
 
 
 def on_demand(script, ddp_trace, folder):
@@ -194,7 +209,8 @@ def bad_path(script, ddp_trace, folder):
         assert [e["name"] for e in calls_of(trace)] == ["timeline_start", "barrier"], calls_of(trace)
 
 
-CHECKS = {f.__name__: f for f in (schema, sequence, merge, forced_timeout, forced_mismatch, on_demand, bad_path)}
+CHECKS = {f.__name__: f for f in (schema, sequence, merge, forced_timeout, forced_mismatch, forced_abort, on_demand,
+                                   bad_path)}
 
 if __name__ == "__main__":
     check, script, ddp_trace = sys.argv[1:4]

@@ -5,6 +5,7 @@
  *   trace_script timeline PATH   the calls of SCRIPT below, recorded to PATH (%r: rank)
  *   trace_script timeout         rank 1 is late for call #4 (run with DDP_TIMEOUT_S=1)
  *   trace_script mismatch        call #3: rank 0 passes 3 tensors, rank 1 passes 2
+ *   trace_script abort           after call #2, rank 0 aborts the communicator
  *   trace_script dump PATH       three calls, then ddp_dump_flight_recorder(PATH) and (NULL)
  *   trace_script bad_path PATH   rank 1 asks for a timeline in a folder that does not exist
  *
@@ -102,6 +103,17 @@ static int mismatch(ddp_comm* world, int rank) {
     return 0;
 }
 
+/* Rank 0 aborts after two calls; rank 1's next call learns of it. */
+static int abort_after_two(ddp_comm* world, int rank) {
+    float value = 1;
+    ddp_tensor t = f32(&value, 1);
+    int i;
+    for (i = 0; i < 2; ++i) EXPECT(ddp_allreduce_tensor_list(world, &t, 1, DDP_OP_SUM, NULL), DDP_OK);
+    if (rank == 0) EXPECT(ddp_comm_abort(world, "a NaN loss"), DDP_OK);
+    EXPECT(ddp_barrier(world, NULL), DDP_ERR_TIMEOUT);
+    return 0;
+}
+
 static int dump(ddp_comm* world, const char* path) {
     float value = 1;
     ddp_tensor t = f32(&value, 1);
@@ -153,12 +165,14 @@ int main(int argc, char** argv) {
         failed = timeout(world, rank);
     else if (strcmp(mode, "mismatch") == 0)
         failed = mismatch(world, rank);
+    else if (strcmp(mode, "abort") == 0)
+        failed = abort_after_two(world, rank);
     else if (strcmp(mode, "dump") == 0)
         failed = dump(world, path);
     else if (strcmp(mode, "bad_path") == 0)
         failed = bad_path(world, rank, path);
     else {
-        fprintf(stderr, "usage: trace_script timeline|timeout|mismatch|dump|bad_path [PATH]\n");
+        fprintf(stderr, "usage: trace_script timeline|timeout|mismatch|abort|dump|bad_path [PATH]\n");
         failed = 1;
     }
     if (ddp_finalize(world) != DDP_OK) {
