@@ -297,22 +297,34 @@ void bench_backward(const std::string& label, const GradientList& g, int runs, d
                     hand_made / blocking, persistent * 1e3, persistent / blocking);
 }
 
-// Per-call overhead: libddp's agreement and dispatch around a 4-byte reduction.
+// Per-call overhead: libddp's agreement and dispatch around a 4-byte reduction,
+// with the timeline off (as every call pays it) and recording (into
+// bench-results/overhead-timeline.rankR.json), against a bare MPI_Allreduce.
 void bench_overhead(const std::string& label) {
     float value = 1;
     ddp_tensor one{&value, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
     const int calls = 2000;
-    const Stats ddp = time_runs(1, 7, [&] {
+    auto libddp = [&] {
         for (int i = 0; i < calls; ++i) ddp_allreduce_tensor_list(world, &one, 1, DDP_OP_SUM, nullptr);
-    });
+    };
+    const Stats ddp = time_runs(1, 7, libddp);
     const Stats mpi = time_runs(1, 7, [&] {
         for (int i = 0; i < calls; ++i) MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     });
+    if (ddp_timeline_start(world, "bench-results/overhead-timeline.json") != DDP_OK) {
+        std::fprintf(stderr, "ddp_timeline_start: %s\n", ddp_last_error_message());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    const Stats traced = time_runs(1, 7, libddp);
+    ddp_timeline_stop(world);
+    const double us = 1e6 / calls;
     if (rank == 0)
-        std::printf("per-call overhead (%s, %d ranks): libddp 4-byte allreduce %.2f us, bare MPI_Allreduce %.2f us, "
-                    "difference %.2f us\n",
-                    label.c_str(), size, ddp.median / calls * 1e6, mpi.median / calls * 1e6,
-                    (ddp.median - mpi.median) / calls * 1e6);
+        std::printf("per-call overhead (%s, %d ranks): libddp 4-byte allreduce %.2f us (runs %.2f-%.2f), bare "
+                    "MPI_Allreduce %.2f us, difference %.2f us; timeline recording %.2f us (runs %.2f-%.2f), "
+                    "%.2fx the call with the timeline off\n",
+                    label.c_str(), size, ddp.median * us, ddp.min * us, ddp.max * us, mpi.median * us,
+                    (ddp.median - mpi.median) * us, traced.median * us, traced.min * us, traced.max * us,
+                    traced.median / ddp.median);
 }
 
 // How much of an async allreduce stays exposed behind compute that keeps the

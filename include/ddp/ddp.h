@@ -78,7 +78,7 @@
 #include <stdint.h>
 
 #define DDP_VERSION_MAJOR 1
-#define DDP_VERSION_MINOR 1
+#define DDP_VERSION_MINOR 2
 #define DDP_VERSION_PATCH 0
 /** The version as one number: major * 10000 + minor * 100 + patch. */
 #define DDP_VERSION_NUMBER \
@@ -353,6 +353,11 @@ typedef struct ddp_collective_options {
      *  (void*)DDP_CUDA_STREAM_PER_THREAD is the per-thread default stream.
      *  Ignored for host buffers. Local. (Added in 1.1.) */
     void* cuda_stream;
+    /** Names of the call's tensors, for the timeline (ddp_timeline_start):
+     *  NULL (the default) or an array of `n` strings, one per tensor, any
+     *  of them NULL. Read only while a timeline is recording; never part of
+     *  agreement. Local. (Added in 1.2.) */
+    const char* const* names;
 } ddp_collective_options;
 
 /** The value of cudaStreamPerThread, for ddp_collective_options.cuda_stream
@@ -466,6 +471,55 @@ DDP_API ddp_status ddp_check_replicas(ddp_comm* comm, const ddp_tensor* tensors,
 
 /** Returns when every rank has called it. Collective. */
 DDP_API ddp_status ddp_barrier(ddp_comm* comm, const ddp_collective_options* opts);
+
+/* ------------------------------------------------------------------------ */
+/* Timeline and flight recorder                                              */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Starts recording a timeline: every rank writes its own Chrome trace-event
+ * JSON file (Perfetto and chrome://tracing open it) with one event per
+ * phase of every collective (agreement, each bucket's pack, transfer and
+ * unpack, device staging, waits, async queueing, reducer marks and
+ * buckets), their sequence numbers, bytes, the plane that ran them and the
+ * tensor names of ddp_collective_options.names.
+ *
+ * Each rank's file name comes from `path`: "%r" in it is replaced by the
+ * rank ("run/t.%r.json" -> run/t.0.json); otherwise ".rankR" goes before a
+ * final ".json" ("t.json" -> t.rank0.json), or ".rankR.json" is appended.
+ * DDP_TIMELINE=path in the environment of every rank starts it in ddp_init.
+ *
+ * Collective (every rank calls it, in order with the collectives; it takes
+ * a sequence number): the ranks exchange timestamps to measure their clock
+ * offsets, which each file records for scripts/ddp-trace merge. Events are
+ * buffered and written by a background thread; when it falls behind, events
+ * are dropped and counted in the file. A file is complete once
+ * ddp_timeline_stop or ddp_finalize has run. DDP_ERR_INVALID_ARGUMENT for a
+ * NULL path, a file that cannot be created (every rank fails), or a
+ * timeline already recording.
+ */
+DDP_API ddp_status ddp_timeline_start(ddp_comm* comm, const char* path);
+
+/** Stops the timeline and completes this rank's file. Local. DDP_OK when
+ *  none was recording. */
+DDP_API ddp_status ddp_timeline_stop(ddp_comm* comm);
+
+/**
+ * Writes this rank's flight recorder: the last DDP_FLIGHT_RECORDER_SIZE
+ * (default 64) collectives of the communicator, each with its kind,
+ * sequence number, tensor count, bytes, op, root, description hash, the
+ * times it was entered, agreed and finished (to a few milliseconds), and
+ * its state. It is always
+ * on, and every rank writes it by itself on a timeout, a mismatch or an
+ * abort, to DDP_FLIGHT_RECORDER_DIR (one file per rank,
+ * ddp-flight-recorder.rankR.json) or, when that is unset, as one log line.
+ * `path` names the file as for ddp_timeline_start ("%r" or ".rankR"); NULL
+ * means that automatic destination. scripts/ddp-trace explain reads every
+ * rank's dump and says which rank is behind or which call differs. Local;
+ * callable on a broken communicator. DDP_ERR_INVALID_ARGUMENT when the file
+ * cannot be written.
+ */
+DDP_API ddp_status ddp_dump_flight_recorder(ddp_comm* comm, const char* path);
 
 /* ------------------------------------------------------------------------ */
 /* Logging                                                                   */

@@ -20,8 +20,11 @@
 #include "core/shard.hpp"
 #include "ddp/ddp.h"
 #include "control/startup.hpp"
+#include "trace/clock_sync.hpp"
+#include "trace/timeline.hpp"
 #include "core/device_collectives.hpp"
 #include "device/cuda/cuda.hpp"
+#include "util/dtype.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -89,6 +92,7 @@ struct CallOptions {
     int64_t fusion_bytes;
     double timeout_s;
     void* cuda_stream;
+    const char* const* names;
 };
 
 CallOptions checked_call_options(const ddp_collective_options* opts, const Communicator& comm) {
@@ -99,7 +103,7 @@ CallOptions checked_call_options(const ddp_collective_options* opts, const Commu
     if (!(read.timeout_s >= 0) || std::isinf(read.timeout_s))
         fail(DDP_ERR_INVALID_ARGUMENT, "opts->timeout_s must be a finite number >= 0 (0: the communicator's)");
     return {read.fusion_bytes != 0 ? read.fusion_bytes : comm.settings().fusion_bytes, read.timeout_s,
-            read.cuda_stream};
+            read.cuda_stream, read.names};
 }
 
 /// What a call's tensor list is called in its messages.
@@ -125,6 +129,7 @@ CollectiveCall described_call(Communicator& comm, CollectiveKind kind, const ddp
     call.kind = kind;
     call.timeout_s = options.timeout_s;
     call.on_device = checked_list_place(call.tensors, list_name(kind), comm.gpu());
+    if (options.names != nullptr) call.names = std::span(options.names, call.tensors.size());
     if (call.on_device) {
         cuda::check_stream(options.cuda_stream);
         call.stream = options.cuda_stream;
@@ -217,6 +222,12 @@ std::unique_ptr<ddp_request> start_on_gpu(Communicator& comm, CollectiveCall& ca
 /// reached the call (an event recorded now), on libddp's own stream.
 std::unique_ptr<ddp_request> start_in_background(Communicator& comm, CollectiveCall call) {
     std::vector<ddp_tensor> owned(call.tensors.begin(), call.tensors.end());  // the caller may free its array
+    // The names too, when a timeline will show them.
+    trace::Timeline& timeline = comm.control().timeline();
+    auto names = std::make_shared<std::vector<std::string>>();
+    if (timeline.on())
+        for (const char* name : call.names) names->push_back(name != nullptr ? name : "");
+    const int64_t queued_ns = timeline.on() ? trace::now_ns() : 0;
     std::shared_ptr<cuda::Event> reached;
     if (call.on_device) {
         try {
@@ -228,8 +239,22 @@ std::unique_ptr<ddp_request> start_in_background(Communicator& comm, CollectiveC
             comm.run([&] { report_invalid_call(comm, call.kind, call.timeout_s, error); });
         }
     }
-    auto state = comm.submit([&comm, owned = std::move(owned), reached, call]() mutable {
+    auto state = comm.submit([&comm, owned = std::move(owned), reached, call, names, queued_ns]() mutable {
         call.tensors = owned;
+        std::vector<const char*> name_pointers;
+        for (const std::string& name : *names) name_pointers.push_back(name.c_str());
+        call.names = name_pointers;
+        trace::Timeline& timeline = comm.control().timeline();
+        if (timeline.on() && queued_ns != 0) {
+            trace::Event queued;
+            queued.name = "queued";
+            queued.tid = trace::thread_row(trace::Row::queue);
+            queued.ts_ns = queued_ns;
+            queued.dur_ns = trace::now_ns() - queued_ns;
+            queued.bytes = 0;
+            for (const ddp_tensor& tensor : call.tensors) queued.bytes += static_cast<int64_t>(byte_size(tensor));
+            timeline.record(std::move(queued));
+        }
         if (reached) {
             call.stream = comm.own_stream();
             reached->make_wait(call.stream);
@@ -244,6 +269,40 @@ void throw_if_failed(RequestState& state) {
     std::string message;
     const ddp_status status = state.wait(message);
     if (status != DDP_OK) fail(status, message);
+}
+
+/// Starts the timeline into `path`'s file for this rank (collective, in
+/// call order): agreement, then the clock exchange whose offsets the file records.
+void start_timeline(Communicator& comm, const char* path) {
+    comm.run([&] {
+        Backend& backend = comm.backend();
+        ControlPlane& control = comm.control();
+        trace::Timeline& timeline = control.timeline();
+        try {
+            require_not_null(path, "path");
+            timeline.open(trace::per_rank_path(path, backend.rank()), backend.rank(), backend.size(), backend.name());
+        } catch (const Error& invalid) {
+            report_invalid_call(comm, CollectiveKind::timeline_start, 0, invalid);
+        }
+        try {
+            CallContext context = control.begin(CollectiveKind::timeline_start, 0);
+            CallScope scope(control);
+            const int64_t started_ns = trace::now_ns();
+            agree(backend, control, context, encode(CallDescription{CollectiveKind::timeline_start, DDP_OP_SUM, 0, 0, 0, {}}));
+            timeline.start(trace::measure_clock_offset(backend, control, context));
+            trace::Event call;
+            call.name = kind_name(static_cast<uint64_t>(CollectiveKind::timeline_start));
+            call.tid = trace::thread_row(trace::Row::calls);
+            call.ts_ns = started_ns;
+            call.dur_ns = trace::now_ns() - started_ns;
+            call.sequence = context.sequence;
+            call.plane = backend.name();
+            timeline.record(std::move(call));
+        } catch (...) {
+            timeline.stop();  // closes the file it opened
+            throw;
+        }
+    });
 }
 
 template <typename T>
@@ -332,6 +391,14 @@ DDP_API ddp_status ddp_init(const ddp_init_options* opts_in, ddp_comm** world) {
         }
         auto handle = std::make_unique<ddp_comm>();
         handle->live = std::make_unique<Communicator>(std::move(backend), settings, std::move(gpu));
+        if (!settings.timeline_path.empty()) {  // DDP_TIMELINE: every rank starts it here, together
+            try {
+                start_timeline(*handle->live, settings.timeline_path.c_str());
+            } catch (const Error& error) {
+                handle->live->finalize();
+                fail(error.status(), "DDP_TIMELINE: " + std::string(error.what()));
+            }
+        }
         const Backend& started = handle->live->backend();
         log_line(started.rank(), started.size(), DDP_LOG_DEBUG,
                  std::string("initialized backend ") + started.name() + ", local rank " +
@@ -521,6 +588,28 @@ DDP_API ddp_status ddp_barrier(ddp_comm* comm, const ddp_collective_options* opt
     });
 }
 
+DDP_API ddp_status ddp_timeline_start(ddp_comm* comm, const char* path) {
+    return guarded([&] { start_timeline(live_comm(comm), path); });
+}
+
+DDP_API ddp_status ddp_timeline_stop(ddp_comm* comm) {
+    return guarded([&] {
+        Communicator& c = live_comm(comm);
+        c.run_reducer_call([&] {
+            c.drain_async();  // the queued requests' events belong in the file
+            c.control().timeline().stop();
+        });
+    });
+}
+
+DDP_API ddp_status ddp_dump_flight_recorder(ddp_comm* comm, const char* path) {
+    return guarded([&] {
+        Communicator& c = live_comm(comm);
+        const std::string file = path != nullptr ? trace::per_rank_path(path, c.backend().rank()) : std::string();
+        c.control().flight_recorder().dump("ddp_dump_flight_recorder", file);
+    });
+}
+
 DDP_API ddp_status ddp_log(const ddp_comm* comm, ddp_log_level level, const char* msg) {
     return guarded([&] {
         const Backend& backend = live_comm(comm).backend();
@@ -602,8 +691,8 @@ DDP_API ddp_status ddp_reducer_create(ddp_comm* comm, const ddp_tensor* gradient
                 report_invalid_call(c, CollectiveKind::reducer_create, timeout_s, invalid);
             }
             const int64_t bucket_bytes = call.fusion_bytes > 0 ? call.fusion_bytes : 0;
-            auto made = std::make_unique<ddp_reducer>(
-                ddp_reducer{comm, std::make_unique<Reducer>(c, call.tensors, call.op, bucket_bytes, call.timeout_s)});
+            auto made = std::make_unique<ddp_reducer>(ddp_reducer{
+                comm, std::make_unique<Reducer>(c, call.tensors, call.op, bucket_bytes, call.timeout_s, call.names)});
             *reducer = made.release();
         });
     });

@@ -20,6 +20,7 @@ inline ddp_collective_options default_collective_options() {
     opts.fusion_bytes = 0;
     opts.timeout_s = 0;
     opts.cuda_stream = nullptr;  // the legacy default stream
+    opts.names = nullptr;
     return opts;
 }
 

@@ -57,9 +57,9 @@ std::vector<size_t> released_sizes() {
 }
 template <>
 inline std::vector<size_t> released_sizes<ddp_collective_options>() {
-    // 0.1: {struct_size, fusion_bytes}; 1.0: + timeout_s; 1.1: + cuda_stream.
+    // 0.1: {struct_size, fusion_bytes}; 1.0: + timeout_s; 1.1: + cuda_stream; 1.2: + names.
     return {offsetof(ddp_collective_options, timeout_s), offsetof(ddp_collective_options, cuda_stream),
-            sizeof(ddp_collective_options)};
+            offsetof(ddp_collective_options, names), sizeof(ddp_collective_options)};
 }
 
 template <typename Options>

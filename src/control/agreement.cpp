@@ -63,6 +63,19 @@ std::string explain(std::span<const uint64_t> a, int rank_a, std::span<const uin
            " is the first present on one rank only)";
 }
 
+// What the flight recorder keeps of a call's words.
+trace::CallSummary summary_of(std::span<const uint64_t> words, uint64_t hash) {
+    trace::CallSummary summary;
+    summary.valid = words[valid_word] != 0;
+    summary.hash = hash;
+    if (!summary.valid) return summary;
+    summary.op = static_cast<int32_t>(words[op_word]);
+    summary.root = static_cast<int32_t>(words[root_word]);
+    summary.tensors = static_cast<int64_t>(words[count_word]);
+    summary.bytes = described_bytes(words);
+    return summary;
+}
+
 // Whether every rank's hash equals this rank's.
 bool hashes_agree(Backend& backend, ControlPlane& control, CallContext& context, uint64_t hash,
                   const CarriedAllreduce* carried = nullptr) {
@@ -82,8 +95,11 @@ Error mismatch(Backend& backend, ControlPlane& control, CallContext& context, st
     std::vector<std::vector<uint64_t>> all;
     control.wait(context, backend.start_allgather_u64(words, all), WaitStyle::for_peers);
     for (size_t r = 1; r < all.size(); ++r)
-        if (all[r] != all[0])
-            return Error(DDP_ERR_MISMATCH, explain_difference(all[0], 0, all[r], static_cast<int>(r)));
+        if (all[r] != all[0]) {
+            Error error(DDP_ERR_MISMATCH, explain_difference(all[0], 0, all[r], static_cast<int>(r)));
+            control.record_mismatch(context, error.what());
+            return error;
+        }
     return Error(DDP_ERR_INTERNAL, "ranks' hashes differed but their descriptions are equal");
 }
 
@@ -107,14 +123,31 @@ std::vector<uint64_t> encode(const CallDescription& call) {
     return words;
 }
 
+int64_t described_bytes(std::span<const uint64_t> words) {
+    int64_t bytes = 0;
+    for (size_t i = 0; i < words[count_word]; ++i)
+        bytes += static_cast<int64_t>(words[header_words + 2 * i + 1]) *
+                 static_cast<int64_t>(element_size(static_cast<ddp_dtype>(words[header_words + 2 * i] & 0xffffffffu)));
+    return bytes;
+}
+
 void agree(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
            const CarriedAllreduce* carried) {
-    if (!hashes_agree(backend, control, context, hash_words(words), carried))
-        throw mismatch(backend, control, context, words, explain);
+    const uint64_t hash = hash_words(words);
+    control.flight_recorder().described(context.sequence, summary_of(words, hash));
+    {
+        trace::Span span(control.timeline(), carried ? "agreement + small allreduce" : "agreement",
+                         trace::Row::work, context.sequence);
+        if (span.on() && carried) span.event().bytes = carried->count * static_cast<int64_t>(element_size(carried->dtype));
+        if (!hashes_agree(backend, control, context, hash, carried))
+            throw mismatch(backend, control, context, words, explain);
+    }
+    control.flight_recorder().agreed(context.sequence);
 }
 
 void agree_on_words(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
                     const ExplainDifference& explain_difference) {
+    const trace::Span span(control.timeline(), "agreement", trace::Row::work, context.sequence);
     if (!hashes_agree(backend, control, context, hash_words(words)))
         throw mismatch(backend, control, context, words, explain_difference);
 }
@@ -141,6 +174,7 @@ void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext&
     words[kind_word] = static_cast<uint64_t>(context.kind);
     words[valid_word] = 0;
     append_reason(words, reason);
+    control.flight_recorder().described(context.sequence, summary_of(words, hash_words(words)));
     try {
         if (!hashes_agree(backend, control, context, hash_words(words)))
             mismatch(backend, control, context, words, explain);

@@ -33,6 +33,9 @@ struct CallDescription {
 /// The description as words: equal words mean an equal call.
 std::vector<uint64_t> encode(const CallDescription& call);
 
+/// The bytes of the tensors that `words` (from encode) describe.
+int64_t described_bytes(std::span<const uint64_t> words);
+
 /// A small allreduce (at most max_carried_bytes) that travels in
 /// agreement's own messages: in place on `data`, which holds the result
 /// once agree() returns.

@@ -12,6 +12,7 @@ const char* kind_name(uint64_t kind) {
     case CollectiveKind::barrier: return "barrier";
     case CollectiveKind::reducer_create: return "reducer_create";
     case CollectiveKind::reducer_step: return "reducer step";
+    case CollectiveKind::timeline_start: return "timeline_start";
     }
     return "an unknown collective";
 }

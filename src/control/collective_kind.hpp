@@ -16,6 +16,7 @@ enum class CollectiveKind : uint64_t {
     barrier = 6,
     reducer_create = 7,  ///< ddp_reducer_create
     reducer_step = 8,    ///< one step of a reducer, from its first mark to its wait
+    timeline_start = 9,  ///< ddp_timeline_start (and DDP_TIMELINE in ddp_init)
 };
 
 /// "allreduce", ...; "an unknown collective" for other values.

@@ -36,20 +36,33 @@ Clock::time_point deadline_after(double seconds) {
     return now + duration_cast<Clock::duration>(duration<double>(seconds));
 }
 
-ControlPlane::ControlPlane(Backend& backend, double timeout_s, double stall_warning_s)
-    : backend_(backend), timeout_s_(timeout_s), stall_warning_s_(stall_warning_s) {}
+ControlPlane::ControlPlane(Backend& backend, double timeout_s, double stall_warning_s, size_t flight_recorder_size,
+                           std::string flight_recorder_dir)
+    : backend_(backend),
+      recorder_(flight_recorder_size, std::move(flight_recorder_dir), backend.rank(), backend.size(), backend.name()),
+      timeout_s_(timeout_s),
+      stall_warning_s_(stall_warning_s) {}
 
 CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s) {
     require_usable();
     const uint64_t sequence = sequence_.fetch_add(1, std::memory_order_relaxed) + 1;
     kind_.store(static_cast<uint64_t>(kind), std::memory_order_relaxed);
     in_call_.store(true, std::memory_order_release);
+    recorder_.entered(sequence, static_cast<uint64_t>(kind));
     const double timeout = call_timeout_s > 0 ? call_timeout_s : timeout_s_;
     return CallContext{kind, sequence, Clock::now(), deadline_after(timeout),
                        deadline_after(stall_warning_s_), false};
 }
 
-void ControlPlane::end() { in_call_.store(false, std::memory_order_release); }
+void ControlPlane::end(bool failed) {
+    recorder_.ended(sequence_.load(std::memory_order_relaxed), failed);
+    in_call_.store(false, std::memory_order_release);
+}
+
+void ControlPlane::record_mismatch(const CallContext& call, const std::string& message) {
+    recorder_.mark(call.sequence, trace::CallState::mismatch);
+    recorder_.dump(message);
+}
 
 PeerStatus ControlPlane::status() const {
     return PeerStatus{sequence_.load(std::memory_order_relaxed), kind_.load(std::memory_order_relaxed),
@@ -100,6 +113,7 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
     if (!pending) return;
     // Broken already (a timeout of an earlier bucket, ddp_comm_abort): no new wait.
     if (broken()) fail_broken("", std::move(pending));
+    const trace::Span span(timeline_, "wait", trace::Row::work, call.sequence);
     const auto start = Clock::now();
     auto next_control = start + control_interval;
     for (;;) {
@@ -166,6 +180,7 @@ void ControlPlane::give_up(CallContext& call, std::unique_ptr<Pending> pending) 
     // Peers learn first, so that they stop waiting while this rank asks around.
     backend_.send_abort(AbortNotice{backend_.rank(), call.sequence, static_cast<uint64_t>(call.kind),
                                     AbortNotice::Reason::gave_up});
+    recorder_.mark(call.sequence, trace::CallState::timed_out);
     const std::string missing = who_is_missing(call, deadline_after(std::min(answer_wait_s, waited)));
     const std::string message = call_name(static_cast<uint64_t>(call.kind), call.sequence) + " timed out on rank " +
                                 std::to_string(backend_.rank()) + " after " + seconds_text(waited) + ": " + missing +
@@ -214,11 +229,14 @@ std::string ControlPlane::who_is_missing(const CallContext& call, Clock::time_po
 }
 
 void ControlPlane::mark_broken(const std::string& message, ddp_status status) {
-    std::lock_guard lock(broken_mutex_);
-    if (broken_.load(std::memory_order_relaxed)) return;  // the first reason stays
-    broken_message_ = message;
-    broken_status_ = status;
-    broken_.store(true, std::memory_order_release);
+    {
+        std::lock_guard lock(broken_mutex_);
+        if (broken_.load(std::memory_order_relaxed)) return;  // the first reason stays
+        broken_message_ = message;
+        broken_status_ = status;
+        broken_.store(true, std::memory_order_release);
+    }
+    recorder_.dump(message);  // once per communicator: what led here
 }
 
 }  // namespace ddp

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -13,6 +14,8 @@
 
 #include "backend/backend.hpp"
 #include "control/collective_kind.hpp"
+#include "trace/flight_recorder.hpp"
+#include "trace/timeline.hpp"
 
 namespace ddp {
 
@@ -44,7 +47,10 @@ struct CallContext {
 
 class ControlPlane {
 public:
-    ControlPlane(Backend& backend, double timeout_s, double stall_warning_s);
+    /// `flight_recorder_size` calls are kept (0: none); dumps go to
+    /// `flight_recorder_dir` ("": the log).
+    ControlPlane(Backend& backend, double timeout_s, double stall_warning_s, size_t flight_recorder_size = 64,
+                 std::string flight_recorder_dir = {});
     ControlPlane(const ControlPlane&) = delete;
     ControlPlane& operator=(const ControlPlane&) = delete;
 
@@ -52,8 +58,9 @@ public:
     /// call's own timeout when > 0, else the communicator's). Throws
     /// DDP_ERR_TIMEOUT when the communicator is broken.
     CallContext begin(CollectiveKind kind, double call_timeout_s);
-    /// Marks the collective finished (peers asking are told so).
-    void end();
+    /// Marks the collective finished (peers asking are told so); `failed`
+    /// when it ends with an error.
+    void end(bool failed = false);
 
     /// Drives `pending` to completion within the call's deadline, reporting
     /// a stall once. Past the deadline, or when a peer gave up, it abandons
@@ -81,6 +88,12 @@ public:
     /// What this rank is doing, as peers are told.
     PeerStatus status() const;
 
+    /// The communicator's timeline (off unless started) and flight recorder.
+    trace::Timeline& timeline() { return timeline_; }
+    trace::FlightRecorder& flight_recorder() { return recorder_; }
+    /// Records that ranks passed different calls and dumps the flight recorder.
+    void record_mismatch(const CallContext& call, const std::string& message);
+
 private:
     [[noreturn]] void give_up(CallContext& call, std::unique_ptr<Pending> pending);
     /// pending->test(); when it throws, the operation is abandoned first.
@@ -104,6 +117,8 @@ private:
     void mark_broken(const std::string& message, ddp_status status = DDP_ERR_TIMEOUT);
 
     Backend& backend_;
+    trace::Timeline timeline_;
+    trace::FlightRecorder recorder_;
     const double timeout_s_;
     const double stall_warning_s_;
     std::atomic<uint64_t> sequence_{0};
@@ -118,13 +133,14 @@ private:
 /// Ends the control plane's record of a call however the call leaves.
 class CallScope {
 public:
-    explicit CallScope(ControlPlane& control) : control_(control) {}
-    ~CallScope() { control_.end(); }
+    explicit CallScope(ControlPlane& control) : control_(control), uncaught_(std::uncaught_exceptions()) {}
+    ~CallScope() { control_.end(std::uncaught_exceptions() > uncaught_); }
     CallScope(const CallScope&) = delete;
     CallScope& operator=(const CallScope&) = delete;
 
 private:
     ControlPlane& control_;
+    int uncaught_;
 };
 
 }  // namespace ddp

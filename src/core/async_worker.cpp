@@ -1,5 +1,6 @@
 #include "core/async_worker.hpp"
 
+#include "trace/timeline.hpp"
 #include "util/error.hpp"
 
 namespace ddp {
@@ -57,6 +58,7 @@ void AsyncWorker::stop() {
 }
 
 void AsyncWorker::loop() {
+    trace::name_this_thread("libddp worker");
     std::unique_lock lock(mutex_);
     for (;;) {
         changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });

@@ -10,6 +10,7 @@
 #include "util/dtype.hpp"
 #include "util/error.hpp"
 #include "util/hash.hpp"
+#include "trace/timeline.hpp"
 
 namespace ddp {
 
@@ -41,6 +42,17 @@ void unpack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_te
             const std::byte* bucket, double divisor) {
     for (int64_t index : plan.members_of(step))
         bucket = unpack_one(tensors[static_cast<size_t>(index)], bucket, divisor);
+}
+
+int64_t step_bytes(const PlanStep& step) { return step.elements * static_cast<int64_t>(element_size(step.dtype)); }
+
+// Fills a timeline event with a plan step's details (only when recording).
+void describe_step(trace::Span& span, const FusionPlan& plan, const PlanStep& step, size_t index,
+                   const CollectiveCall& call) {
+    if (!span.on()) return;
+    span.event().bytes = step_bytes(step);
+    span.event().index = static_cast<int64_t>(index);
+    if (!call.names.empty()) span.event().names = trace::names_json(call.names, plan.members_of(step));
 }
 
 // The bytes of a host allreduce small enough to travel inside agreement's
@@ -87,32 +99,58 @@ using StartStep = std::function<std::unique_ptr<Pending>(void* data, int64_t cou
 // runs on the tensor itself for single tensors and for members already
 // contiguous in memory, else on a bucket (packed before when `pack_before`,
 // unpacked after when `unpack_after`).
-void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, std::span<const ddp_tensor> tensors,
+void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, const CollectiveCall& call,
               bool pack_before, bool unpack_after, double divisor, const StartStep& start) {
+    const std::span<const ddp_tensor> tensors = call.tensors;
+    trace::Timeline& timeline = comm.control().timeline();
     const auto half = static_cast<size_t>(plan.largest_bucket_bytes);
     std::byte* buffers = comm.fusion_buffer(2 * half).data();
     struct InFlight {
         const PlanStep* step = nullptr;
+        size_t index = 0;            // the step's place in the plan
         std::byte* data = nullptr;   // where the step ran
         bool in_bucket = false;      // on a packed bucket (else on the caller's memory)
         std::unique_ptr<Pending> pending;
+        int64_t started_ns = 0;      // for the timeline
     };
     auto finish = [&](InFlight& flight) {
         if (flight.step == nullptr) return;
-        comm.control().wait(context, std::move(flight.pending), WaitStyle::for_data);
         const PlanStep& step = *flight.step;
+        comm.control().wait(context, std::move(flight.pending), WaitStyle::for_data);
+        if (timeline.on()) {
+            trace::Event transfer;
+            transfer.name = "transfer";
+            transfer.tid = trace::thread_row(trace::Row::transfer, static_cast<int>(flight.index % 2));
+            transfer.ts_ns = flight.started_ns;
+            transfer.dur_ns = trace::now_ns() - flight.started_ns;
+            transfer.sequence = context.sequence;
+            transfer.bytes = step_bytes(step);
+            transfer.index = static_cast<int64_t>(flight.index);
+            transfer.plane = comm.backend().name();
+            if (!call.names.empty()) transfer.names = trace::names_json(call.names, plan.members_of(step));
+            timeline.record(std::move(transfer));
+        }
         if (flight.in_bucket) {
-            if (unpack_after) unpack(plan, step, tensors, flight.data, divisor);
+            if (unpack_after) {
+                trace::Span span(timeline, divisor != 1.0 ? "unpack + divide" : "unpack", trace::Row::work,
+                                 context.sequence);
+                describe_step(span, plan, step, flight.index, call);
+                unpack(plan, step, tensors, flight.data, divisor);
+            }
         } else if (unpack_after && divisor != 1.0) {
+            trace::Span span(timeline, "divide", trace::Row::work, context.sequence);
+            describe_step(span, plan, step, flight.index, call);
             divide_copy(flight.data, flight.data, step.elements, step.dtype, divisor);
         }
         flight.step = nullptr;
     };
     InFlight previous;
     size_t next_half = 0;
-    for (const PlanStep& step : plan.steps) {
+    for (size_t index = 0; index < plan.steps.size(); ++index) {
+        const PlanStep& step = plan.steps[index];
         InFlight current;
         current.step = &step;
+        current.index = index;
         if (!step.fused) {
             current.data = static_cast<std::byte*>(tensors[static_cast<size_t>(plan.members_of(step)[0])].data);
         } else if (std::byte* in_place = contiguous_members(plan, step, tensors)) {
@@ -121,8 +159,13 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
             current.data = buffers + half * next_half;
             next_half ^= 1;
             current.in_bucket = true;
-            if (pack_before) pack(plan, step, tensors, current.data);
+            if (pack_before) {
+                trace::Span span(timeline, "pack", trace::Row::work, context.sequence);
+                describe_step(span, plan, step, index, call);
+                pack(plan, step, tensors, current.data);
+            }
         }
+        if (timeline.on()) current.started_ns = trace::now_ns();
         current.pending = start(current.data, step.elements, step.dtype);
         try {
             finish(previous);
@@ -143,11 +186,11 @@ double avg_divisor(Communicator& comm, ddp_op op) {
 }
 
 // Root's tensors to every rank, fused as the plan says.
-void broadcast_planned(Communicator& comm, CallContext& context, const FusionPlan& plan,
-                       std::span<const ddp_tensor> tensors, int root) {
+void broadcast_planned(Communicator& comm, CallContext& context, const FusionPlan& plan, const CollectiveCall& call,
+                       int root) {
     Backend& backend = comm.backend();
     const bool is_root = backend.rank() == root;
-    run_plan(comm, context, plan, tensors, is_root, !is_root, 1.0, [&](void* data, int64_t count, ddp_dtype dtype) {
+    run_plan(comm, context, plan, call, is_root, !is_root, 1.0, [&](void* data, int64_t count, ddp_dtype dtype) {
         return backend.start_broadcast(data, count * static_cast<int64_t>(element_size(dtype)), root);
     });
 }
@@ -158,6 +201,7 @@ void compare_replicas(Communicator& comm, CallContext& context, const Collective
     Backend& backend = comm.backend();
     const auto tensors = call.tensors;
     std::vector<uint64_t> extremes(2 * tensors.size()), hashes(tensors.size());
+    const trace::Span span(comm.control().timeline(), "hash", trace::Row::work, context.sequence);
     for (size_t i = 0; i < tensors.size(); ++i) {
         hashes[i] = hash_bytes(tensors[i].data, byte_size(tensors[i]));
         extremes[2 * i] = hashes[i];
@@ -183,28 +227,29 @@ void move_data(Communicator& comm, CallContext& context, const CollectiveCall& c
     Backend& backend = comm.backend();
     switch (call.kind) {
     case CollectiveKind::allreduce:
-        run_plan(comm, context, plan, call.tensors, true, true, avg_divisor(comm, call.op),
+        run_plan(comm, context, plan, call, true, true, avg_divisor(comm, call.op),
                  [&](void* data, int64_t count, ddp_dtype dtype) {
                      return backend.start_allreduce(data, count, dtype, backend_op(call.op));
                  });
         return;
     case CollectiveKind::reduce: {
         const bool is_root = backend.rank() == call.root;
-        run_plan(comm, context, plan, call.tensors, true, is_root, avg_divisor(comm, call.op),
+        run_plan(comm, context, plan, call, true, is_root, avg_divisor(comm, call.op),
                  [&](void* data, int64_t count, ddp_dtype dtype) {
                      return backend.start_reduce(data, count, dtype, backend_op(call.op), call.root);
                  });
         return;
     }
-    case CollectiveKind::broadcast: broadcast_planned(comm, context, plan, call.tensors, call.root); return;
+    case CollectiveKind::broadcast: broadcast_planned(comm, context, plan, call, call.root); return;
     case CollectiveKind::sync_optimizer_state:
-        broadcast_planned(comm, context, plan, call.tensors, call.root);
+        broadcast_planned(comm, context, plan, call, call.root);
         broadcast_scalars(comm, context, call);
         return;
     case CollectiveKind::check_replicas: return;  // compared without a plan, above
     case CollectiveKind::barrier: return;         // agreement needs every rank: it is the barrier
     case CollectiveKind::reducer_create:
-    case CollectiveKind::reducer_step: break;     // the reducer's own (core/reducer.cpp)
+    case CollectiveKind::reducer_step:
+    case CollectiveKind::timeline_start: break;   // their own (core/reducer.cpp, api)
     }
 }
 
@@ -212,15 +257,29 @@ void move_data(Communicator& comm, CallContext& context, const CollectiveCall& c
 // messages instead of two), unpacked only once every rank agreed.
 void allreduce_in_agreement(Communicator& comm, CallContext& context, const CollectiveCall& call,
                             std::span<const uint64_t> words, int64_t bytes) {
+    trace::Timeline& timeline = comm.control().timeline();
     std::byte* bucket = comm.fusion_buffer(static_cast<size_t>(bytes)).data();
     std::byte* end = bucket;
-    for (const ddp_tensor& tensor : call.tensors) end = pack_one(tensor, end);
+    {
+        trace::Span span(timeline, "pack", trace::Row::work, context.sequence);
+        if (span.on()) span.event().bytes = bytes;
+        for (const ddp_tensor& tensor : call.tensors) end = pack_one(tensor, end);
+    }
     const ddp_dtype dtype = dtype_of(call.tensors[0]);
     const CarriedAllreduce carried{bucket, bytes / static_cast<int64_t>(element_size(dtype)), dtype,
                                    backend_op(call.op)};
     agree(comm.backend(), comm.control(), context, words, &carried);
+    trace::Span span(timeline, call.op == DDP_OP_AVG ? "unpack + divide" : "unpack", trace::Row::work, context.sequence);
+    if (span.on()) span.event().bytes = bytes;
     const std::byte* next = bucket;
     for (const ddp_tensor& tensor : call.tensors) next = unpack_one(tensor, next, avg_divisor(comm, call.op));
+}
+
+// Which plane moves the call's bytes, as the timeline names it.
+const char* plane_name(Communicator& comm, const CollectiveCall& call, bool carried) {
+    if (carried) return "agreement's messages";
+    if (!call.on_device) return comm.backend().device_plane() != nullptr ? "mpi (host buffers)" : comm.backend().name();
+    return runs_on_gpu(comm, call) ? "nccl" : "staged through host memory";
 }
 
 }  // namespace
@@ -229,9 +288,17 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
     ControlPlane& control = comm.control();
     CallContext context = control.begin(call.kind, call.timeout_s);
     CallScope scope(control);
+    trace::Span span(control.timeline(), kind_name(static_cast<uint64_t>(call.kind)), trace::Row::calls,
+                     context.sequence);
     const std::vector<uint64_t> words = encode(CallDescription{call.kind, call.op, call.root, call.fusion_bytes,
                                                                static_cast<int64_t>(call.scalars.size()), call.tensors});
-    if (const int64_t bytes = carried_bytes(comm, call)) return allreduce_in_agreement(comm, context, call, words, bytes);
+    const int64_t carried = carried_bytes(comm, call);
+    if (span.on()) {
+        span.event().bytes = described_bytes(words);
+        span.event().plane = plane_name(comm, call, carried != 0);
+        if (!call.names.empty()) span.event().names = trace::names_json(call.names);
+    }
+    if (carried != 0) return allreduce_in_agreement(comm, context, call, words, carried);
     agree(comm.backend(), control, context, words);
     if (comm.backend().size() == 1) {  // one rank: every result is the input
         if (call.identical != nullptr) *call.identical = true;

@@ -46,6 +46,9 @@ struct CollectiveCall {
     void* stream = nullptr;
     /// Set for an async call that runs on the GPU (see runs_on_gpu).
     std::shared_ptr<GpuRequest> gpu_request;
+    /// The tensors' names for the timeline (ddp_collective_options.names):
+    /// empty, or one per tensor, any of them NULL.
+    std::span<const char* const> names;
 };
 
 /// Runs `call` on this rank. Throws ddp::Error (mismatch, timeout, backend).

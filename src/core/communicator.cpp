@@ -28,7 +28,8 @@ private:
 Communicator::Communicator(std::unique_ptr<Backend> backend, const Settings& settings, cuda::GpuAssignment gpu)
     : backend_(std::move(backend)),
       settings_(settings),
-      control_(*backend_, settings.timeout_s, settings.stall_warning_s),
+      control_(*backend_, settings.timeout_s, settings.stall_warning_s,
+               static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir),
       gpu_(std::move(gpu)),
       worker_([device = gpu_.device] {
           if (device >= 0) cuda::make_current(device);  // every libddp thread has the rank's GPU current
@@ -130,6 +131,7 @@ void Communicator::finalize() {
                  "ddp_finalize: not every rank reached ddp_finalize (a rank died, is stuck, or is still computing "
                  "past the timeout); MPI is left running so that this process can exit, and the launcher may "
                  "report that it ended without MPI_Finalize");
+    control_.timeline().stop();  // before the backend goes: the file is complete
     backend_->finalize(peers_present);
 }
 

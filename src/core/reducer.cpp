@@ -11,6 +11,7 @@
 #include "device/cpu/elementwise.hpp"
 #include "util/dtype.hpp"
 #include "util/error.hpp"
+#include "trace/timeline.hpp"
 
 namespace ddp {
 
@@ -69,14 +70,22 @@ private:
 }  // namespace
 
 Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_op op, int64_t bucket_bytes,
-                 double timeout_s)
+                 double timeout_s, std::span<const char* const> names)
     : comm_(comm), op_(op), bucket_bytes_(bucket_bytes), timeout_s_(timeout_s) {
+    for (const char* name : names)
+        names_.push_back(name != nullptr ? std::string(name) : std::string(1, '#').append(std::to_string(names_.size())));
+    for (const std::string& name : names_) name_pointers_.push_back(name.c_str());
     for (const ddp_tensor& tensor : gradients)
         layout_.push_back(ddp_tensor{nullptr, tensor.count, tensor.dtype, tensor.device_type, 0, 0});
     // Agree first: a rank whose list differs allocates nothing.
     ControlPlane& control = comm_.control();
     CallContext context = control.begin(CollectiveKind::reducer_create, timeout_s_);
     CallScope scope(control);
+    trace::Span span(control.timeline(), "reducer_create", trace::Row::calls, context.sequence);
+    if (span.on()) {
+        span.event().plane = comm_.backend().name();
+        if (!names.empty()) span.event().names = trace::names_json(names);
+    }
     agree(comm_.backend(), control, context,
           encode(CallDescription{CollectiveKind::reducer_create, op, 0, bucket_bytes, 0, layout_}));
 
@@ -101,6 +110,7 @@ Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_
         location_[i] = Location{found->second, bucket.elements, tensor.count, dtype};
         bucket.elements += tensor.count;
         ++bucket.member_count;
+        bucket.members.push_back(static_cast<int64_t>(i));
     }
     for (Bucket& bucket : buckets_) {
         bucket.storage.resize(static_cast<size_t>(bucket.elements) * element_size(bucket.dtype));
@@ -139,6 +149,7 @@ void Reducer::open_step() {
     comm_.drain_async();  // earlier async requests first: collectives run in one order
     step_ = comm_.control().begin(CollectiveKind::reducer_step, timeout_s_);
     comm_.set_reducer_step_owner(this);
+    step_started_ns_ = comm_.control().timeline().on() ? trace::now_ns() : 0;
     try {
         agree(comm_.backend(), comm_.control(), *step_, description());
     } catch (...) {
@@ -156,6 +167,9 @@ void Reducer::mark_ready(int64_t index) {
     open_step();
     marked_[i / 64] |= uint64_t{1} << (i % 64);
     --buckets_[location_[i].bucket].unmarked;
+    if (comm_.control().timeline().on())
+        trace::instant(comm_.control().timeline(), "mark_ready", trace::Row::calls, step_->sequence, index, "gradient",
+                       name_pointers_.empty() ? std::string() : trace::names_json(name_pointers_, std::span(&index, 1)));
     progress();
     start_buckets(false);
 }
@@ -183,10 +197,15 @@ void Reducer::start_buckets(bool all) {
                 }
             continue;
         }
-        Bucket& bucket = buckets_[next_to_start_++];
+        const size_t b = next_to_start_++;
+        Bucket& bucket = buckets_[b];
         bucket.started = true;
+        trace::Timeline& timeline = comm_.control().timeline();
+        bucket.started_ns = timeline.on() ? trace::now_ns() : 0;
+        bucket.timeline_row = timeline.on() ? trace::thread_row(trace::Row::transfer, static_cast<int>(b % trace::transfer_lanes)) : 0;
         if (backend.size() == 1 || bucket.elements == 0) {
             bucket.finished = true;
+            trace_bucket(b, step_->sequence);
             continue;
         }
         bucket.pending = backend.start_allreduce(bucket.storage.data(), bucket.elements, bucket.dtype,
@@ -195,8 +214,9 @@ void Reducer::start_buckets(bool all) {
         // The worker tests it while this thread computes the next gradients;
         // std::function needs a copyable job, hence the shared holder.
         auto holder = std::make_shared<std::unique_ptr<Pending>>(std::move(bucket.pending));
-        bucket.driven = comm_.drive_in_background([this, holder, context = *step_]() mutable {
+        bucket.driven = comm_.drive_in_background([this, holder, context = *step_, b]() mutable {
             comm_.control().wait(context, std::move(*holder), WaitStyle::for_data);
+            trace_bucket(b, context.sequence);  // done now, not when the caller notices
         });
     }
 }
@@ -207,6 +227,7 @@ void Reducer::progress() {
         if (bucket.pending && bucket.pending->test()) {
             bucket.pending.reset();
             bucket.finished = true;
+            trace_bucket(b, step_->sequence);
         } else if (bucket.driven && bucket.driven->done()) {
             finish_bucket(bucket);  // collects the worker's status without waiting
         }
@@ -221,8 +242,26 @@ void Reducer::finish_bucket(Bucket& bucket) {
         if (status != DDP_OK) fail(status, message);
     } else {
         comm_.control().wait(*step_, std::move(bucket.pending), WaitStyle::for_data);
+        trace_bucket(static_cast<size_t>(&bucket - buckets_.data()), step_->sequence);
     }
     bucket.finished = true;
+}
+
+void Reducer::trace_bucket(size_t b, uint64_t sequence) {
+    trace::Timeline& timeline = comm_.control().timeline();
+    const Bucket& bucket = buckets_[b];
+    if (!timeline.on() || bucket.started_ns == 0) return;  // started before the timeline was
+    trace::Event event;
+    event.name = "bucket";
+    event.tid = bucket.timeline_row;
+    event.ts_ns = bucket.started_ns;
+    event.dur_ns = trace::now_ns() - bucket.started_ns;
+    event.sequence = sequence;
+    event.bytes = bucket.elements * static_cast<int64_t>(element_size(bucket.dtype));
+    event.index = static_cast<int64_t>(b);
+    event.plane = comm_.backend().name();
+    if (!name_pointers_.empty()) event.names = trace::names_json(name_pointers_, bucket.members);
+    timeline.record(std::move(event));
 }
 
 void Reducer::wait(std::optional<std::string_view> failure) {
@@ -233,9 +272,15 @@ void Reducer::wait(std::optional<std::string_view> failure) {
         ControlPlane& control = comm_.control();
         for (Bucket& bucket : buckets_) {
             if (!bucket.finished) finish_bucket(bucket);
-            if (op_ == DDP_OP_AVG && comm_.backend().size() > 1)
+            if (op_ == DDP_OP_AVG && comm_.backend().size() > 1) {
+                trace::Span span(control.timeline(), "divide", trace::Row::work, step_->sequence);
+                if (span.on()) {
+                    span.event().index = &bucket - buckets_.data();
+                    span.event().bytes = bucket.elements * static_cast<int64_t>(element_size(bucket.dtype));
+                }
                 divide_copy(bucket.storage.data(), bucket.storage.data(), bucket.elements, bucket.dtype,
                             static_cast<double>(comm_.backend().size()));
+            }
         }
         const uint64_t step = step_->sequence;
         const size_t mark_words = marked_.size();
@@ -273,8 +318,23 @@ void Reducer::close_step(bool failed) {
     }
     std::fill(marked_.begin(), marked_.end(), 0);
     next_to_start_ = 0;
+    trace::Timeline& timeline = comm_.control().timeline();
+    if (timeline.on() && step_started_ns_ != 0) {
+        trace::Event event;
+        event.name = "reducer step";
+        event.tid = trace::thread_row(trace::Row::calls);
+        event.ts_ns = step_started_ns_;
+        event.dur_ns = trace::now_ns() - step_started_ns_;
+        event.sequence = step_->sequence;
+        event.plane = comm_.backend().name();
+        event.failed = failed;
+        event.bytes = 0;
+        for (const Bucket& bucket : buckets_)
+            event.bytes += bucket.elements * static_cast<int64_t>(element_size(bucket.dtype));
+        timeline.record(std::move(event));
+    }
     step_.reset();
-    comm_.control().end();
+    comm_.control().end(failed);
     comm_.set_reducer_step_owner(nullptr);
 }
 

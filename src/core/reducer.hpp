@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -19,9 +20,10 @@ namespace ddp {
 class Reducer {
 public:
     /// Plans and allocates the buckets and agrees on the list with every
-    /// rank (collective). `gradients` is validated (data is ignored).
+    /// rank (collective). `gradients` is validated (data is ignored);
+    /// `names` (empty, or one per gradient) label the timeline's events.
     Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_op op, int64_t bucket_bytes,
-            double timeout_s);
+            double timeout_s, std::span<const char* const> names = {});
     /// Keeps the buckets alive with the backend when a failed step may have
     /// left MPI writing into them.
     ~Reducer();
@@ -54,6 +56,9 @@ private:
         std::shared_ptr<RequestState> driven;  ///< or by the communicator's worker
         bool started = false;
         bool finished = false;
+        std::vector<int64_t> members;  ///< gradient indices, for the timeline
+        int64_t started_ns = 0;        ///< when its reduction started (timeline on)
+        int timeline_row = 0;
     };
     struct Location {
         size_t bucket;
@@ -78,6 +83,8 @@ private:
     void progress();
     /// Waits for bucket `b`'s reduction, wherever it is driven.
     void finish_bucket(Bucket& bucket);
+    /// Records bucket `b`'s reduction on the timeline, from start to now.
+    void trace_bucket(size_t b, uint64_t sequence);
     /// Ends the step; after a failure, remembers whether MPI may still
     /// write into a bucket.
     void close_step(bool failed);
@@ -93,6 +100,9 @@ private:
     std::vector<uint64_t> marked_;  ///< one bit per gradient, this step
     size_t next_to_start_ = 0;
     std::optional<CallContext> step_;
+    int64_t step_started_ns_ = 0;  ///< for the timeline's step event
+    std::vector<std::string> names_;
+    std::vector<const char*> name_pointers_;
     bool transfers_abandoned_ = false;  ///< a failed step left reductions in flight
 };
 

@@ -50,6 +50,9 @@ Settings resolve_settings(const ddp_init_options& opts) {
     settings.stall_warning_s = env_seconds("DDP_STALL_WARN_S").value_or(60.0);
     settings.fusion_bytes = env_bytes("DDP_FUSION_BYTES").value_or(settings.fusion_bytes);
     settings.log_threshold = log_threshold_from_environment();
+    settings.timeline_path = env_string("DDP_TIMELINE").value_or("");
+    settings.flight_recorder_size = env_count("DDP_FLIGHT_RECORDER_SIZE", int64_t{1} << 20).value_or(64);
+    settings.flight_recorder_dir = env_string("DDP_FLIGHT_RECORDER_DIR").value_or("");
     return settings;
 }
 

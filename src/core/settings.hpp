@@ -18,6 +18,12 @@ struct Settings {
     double stall_warning_s = 60;
     int64_t fusion_bytes = int64_t{1} << 20;  ///< the default when a call passes 0
     int log_threshold = DDP_LOG_INFO;
+    /// DDP_TIMELINE: a timeline starts in ddp_init ("": none).
+    std::string timeline_path;
+    /// DDP_FLIGHT_RECORDER_SIZE: collectives the flight recorder keeps.
+    int64_t flight_recorder_size = 64;
+    /// DDP_FLIGHT_RECORDER_DIR: where automatic dumps go ("": the log).
+    std::string flight_recorder_dir;
 };
 
 /// Throws DDP_ERR_INVALID_ARGUMENT naming the first bad field of `opts`.

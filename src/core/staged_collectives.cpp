@@ -8,6 +8,7 @@
 
 #include "core/device_collectives.hpp"
 #include "device/cuda/cuda.hpp"
+#include "trace/timeline.hpp"
 #include "util/dtype.hpp"
 
 namespace ddp {
@@ -59,6 +60,8 @@ void run_staged(Communicator& comm, CallContext& context, const CollectiveCall& 
 
     const Crossing crossing = crossing_of(call, comm.backend().rank());
     if (crossing.to_host) {
+        trace::Span span(comm.control().timeline(), "stage to host", trace::Row::work, context.sequence);
+        if (span.on()) span.event().bytes = static_cast<int64_t>(total);
         for (size_t i = 0; i < staged.size(); ++i)
             cuda::copy_to_host(staged[i].data, call.tensors[i].data, byte_size(staged[i]), call.stream);
         comm.control().wait(context, cuda::pending_until_done(call.stream), WaitStyle::for_data);
@@ -68,6 +71,8 @@ void run_staged(Communicator& comm, CallContext& context, const CollectiveCall& 
     on_host.on_device = false;
     run_host_data_phase(comm, context, on_host, words);
     if (crossing.to_device) {
+        trace::Span span(comm.control().timeline(), "stage to device", trace::Row::work, context.sequence);
+        if (span.on()) span.event().bytes = static_cast<int64_t>(total);
         for (size_t i = 0; i < staged.size(); ++i)
             cuda::copy_to_device(call.tensors[i].data, staged[i].data, byte_size(staged[i]), call.stream);
         // The staging buffer is reused by the next call, from any stream: wait.

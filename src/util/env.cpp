@@ -31,6 +31,17 @@ std::optional<int64_t> env_bytes(const char* name) {
     return number * multiplier;
 }
 
+std::optional<int64_t> env_count(const char* name, int64_t max) {
+    auto text = env_string(name);
+    if (!text) return std::nullopt;
+    char* end = nullptr;
+    const long long number = std::strtoll(text->c_str(), &end, 10);
+    if (end == text->c_str() || *end != '\0' || number < 0 || number > max)
+        fail(DDP_ERR_INVALID_ARGUMENT, std::string(name) + "='" + *text + "' is not a whole number from 0 to " +
+                                           std::to_string(max));
+    return number;
+}
+
 std::optional<double> env_seconds(const char* name) {
     auto text = env_string(name);
     if (!text) return std::nullopt;

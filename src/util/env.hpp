@@ -15,6 +15,9 @@ std::optional<std::string> env_string(const char* name);
 /// A byte count with an optional K, M or G suffix (powers of 1024).
 std::optional<int64_t> env_bytes(const char* name);
 
+/// A whole number in [0, max].
+std::optional<int64_t> env_count(const char* name, int64_t max);
+
 /// A positive number of seconds.
 std::optional<double> env_seconds(const char* name);
 

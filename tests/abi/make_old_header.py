@@ -1,6 +1,6 @@
 """Writes a copy of ddp.h as a program built against the first libddp saw it:
-ddp_collective_options without the fields added since, timeout_s (1.0) and
-cuda_stream (1.1): the first released layout, {struct_size, fusion_bytes}.
+ddp_collective_options without the fields added since, timeout_s (1.0),
+cuda_stream (1.1) and names (1.2): the first released layout, {struct_size, fusion_bytes}.
 Fails loudly if the header no longer ends the struct with those fields, so
 the copy cannot silently drift.
 
@@ -14,9 +14,10 @@ text = open(header).read()
 struct = re.search(r"typedef struct ddp_collective_options \{.*?\} ddp_collective_options;", text, re.S)
 if struct is None:
     sys.exit(f"{header}: no ddp_collective_options struct")
-field = re.search(r"\n    /\*\* Seconds this call may take.*?\*/\n    double timeout_s;\n.*?\*/\n    void\* cuda_stream;\n",
-                  struct.group(0), re.S)
-if field is None or not struct.group(0).rstrip().endswith("void* cuda_stream;\n} ddp_collective_options;".rstrip()):
-    sys.exit(f"{header}: timeout_s and cuda_stream are no longer ddp_collective_options' last fields; update this test")
+field = re.search(r"\n    /\*\* Seconds this call may take.*?\*/\n    double timeout_s;\n.*?\*/\n    void\* cuda_stream;\n"
+                  r".*?\*/\n    const char\* const\* names;\n", struct.group(0), re.S)
+if field is None or not struct.group(0).rstrip().endswith("const char* const* names;\n} ddp_collective_options;".rstrip()):
+    sys.exit(f"{header}: timeout_s, cuda_stream and names are no longer ddp_collective_options' last fields; "
+             "update this test")
 old_struct = struct.group(0).replace(field.group(0), "\n")
 open(out, "w").write(text.replace(struct.group(0), old_struct))

@@ -54,6 +54,7 @@ int main(void) {
     CHECK(ddp_collective_options_init(&guarded.opts, 15) == DDP_ERR_INVALID_ARGUMENT);
     CHECK(ddp_collective_options_init(&guarded.opts, 25) == DDP_ERR_INVALID_ARGUMENT); /* between layouts */
     CHECK(ddp_collective_options_init(&guarded.opts, 33) == DDP_ERR_INVALID_ARGUMENT);
+    CHECK(ddp_collective_options_init(&guarded.opts, 41) == DDP_ERR_INVALID_ARGUMENT);
     for (i = 0; i < sizeof guarded.canary; ++i) CHECK(guarded.canary[i] == 0xAB);
     CHECK(ddp_finalize(world) == DDP_OK);
     printf("an old-layout consumer works against libddp %s\n", ddp_version_string());

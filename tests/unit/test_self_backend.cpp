@@ -248,7 +248,7 @@ TEST(Status, NamesAndVersion) {
     EXPECT_STREQ(ddp_status_name(DDP_ERR_MISMATCH), "DDP_ERR_MISMATCH");
     EXPECT_STREQ(ddp_status_name(static_cast<ddp_status>(99)), "DDP_ERR_UNKNOWN_STATUS");
     EXPECT_EQ(ddp_version(), static_cast<uint32_t>(DDP_VERSION_NUMBER));
-    EXPECT_STREQ(ddp_version_string(), "1.1.0");
+    EXPECT_STREQ(ddp_version_string(), "1.2.0");
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ include("collectives.jl")
 include("trees.jl")
 include("data.jl")
 include("printing.jl")
+include("timeline.jl")
 
 export DDPError
 export local_rank, total_workers
@@ -28,5 +29,6 @@ export allreduce!, Iallreduce!, bcast!, reduce!, barrier, check_replicas
 export synchronize!, allreduce_gradients, DistributedOptimizer
 export shard_indices, DistributedDataContainer
 export ddp_println, ddp_print
+export timeline, dump_flight_recorder
 
 end # module

@@ -81,9 +81,9 @@ function __init__()
 end
 
 const DDP_VERSION_MAJOR = 1
-const DDP_VERSION_MINOR = 1
+const DDP_VERSION_MINOR = 2
 const DDP_VERSION_PATCH = 0
-const DDP_VERSION_NUMBER = 10100
+const DDP_VERSION_NUMBER = 10200
 const DDP_NO_MPI_COMM = -1
 const DDP_CUDA_STREAM_PER_THREAD = 2
 const DDP_SHARD_SHUFFLE_MAX_ITEMS = 4294967296
@@ -253,6 +253,7 @@ struct ddp_collective_options
     fusion_bytes::Int64
     timeout_s::Cdouble
     cuda_stream::Ptr{Cvoid}
+    names::Ptr{Ptr{Cchar}}
 end
 
 struct ddp_shard_options
@@ -556,6 +557,65 @@ Returns when every rank has called it. Collective.
 """
 function ddp_barrier(comm, opts)
     @ccall libddp_path().ddp_barrier(comm::Ptr{ddp_comm}, opts::Ptr{ddp_collective_options})::ddp_status
+end
+
+"""
+    ddp_timeline_start(comm, path)
+
+Starts recording a timeline: every rank writes its own Chrome trace-event
+JSON file (Perfetto and chrome://tracing open it) with one event per
+phase of every collective (agreement, each bucket's pack, transfer and
+unpack, device staging, waits, async queueing, reducer marks and
+buckets), their sequence numbers, bytes, the plane that ran them and the
+tensor names of ddp_collective_options.names.
+
+Each rank's file name comes from `path`: "%r" in it is replaced by the
+rank ("run/t.%r.json" -> run/t.0.json); otherwise ".rankR" goes before a
+final ".json" ("t.json" -> t.rank0.json), or ".rankR.json" is appended.
+DDP_TIMELINE=path in the environment of every rank starts it in ddp_init.
+
+Collective (every rank calls it, in order with the collectives; it takes
+a sequence number): the ranks exchange timestamps to measure their clock
+offsets, which each file records for scripts/ddp-trace merge. Events are
+buffered and written by a background thread; when it falls behind, events
+are dropped and counted in the file. A file is complete once
+ddp_timeline_stop or ddp_finalize has run. DDP_ERR_INVALID_ARGUMENT for a
+NULL path, a file that cannot be created (every rank fails), or a
+timeline already recording.
+"""
+function ddp_timeline_start(comm, path)
+    @ccall libddp_path().ddp_timeline_start(comm::Ptr{ddp_comm}, path::Ptr{Cchar})::ddp_status
+end
+
+"""
+    ddp_timeline_stop(comm)
+
+Stops the timeline and completes this rank's file. Local. DDP_OK when
+none was recording.
+"""
+function ddp_timeline_stop(comm)
+    @ccall libddp_path().ddp_timeline_stop(comm::Ptr{ddp_comm})::ddp_status
+end
+
+"""
+    ddp_dump_flight_recorder(comm, path)
+
+Writes this rank's flight recorder: the last DDP_FLIGHT_RECORDER_SIZE
+(default 64) collectives of the communicator, each with its kind,
+sequence number, tensor count, bytes, op, root, description hash, the
+times it was entered, agreed and finished (to a few milliseconds), and
+its state. It is always
+on, and every rank writes it by itself on a timeout, a mismatch or an
+abort, to DDP_FLIGHT_RECORDER_DIR (one file per rank,
+ddp-flight-recorder.rankR.json) or, when that is unset, as one log line.
+`path` names the file as for ddp_timeline_start ("%r" or ".rankR"); NULL
+means that automatic destination. scripts/ddp-trace explain reads every
+rank's dump and says which rank is behind or which call differs. Local;
+callable on a broken communicator. DDP_ERR_INVALID_ARGUMENT when the file
+cannot be written.
+"""
+function ddp_dump_flight_recorder(comm, path)
+    @ccall libddp_path().ddp_dump_flight_recorder(comm::Ptr{ddp_comm}, path::Ptr{Cchar})::ddp_status
 end
 
 """

@@ -115,6 +115,7 @@ function collective_options(fusion_bytes, timeout_s)
         defaults.struct_size,
         fusion_bytes === nothing ? defaults.fusion_bytes : Int64(fusion_bytes),
         timeout_s === nothing ? defaults.timeout_s : Float64(timeout_s),
-        defaults.cuda_stream)
+        defaults.cuda_stream,
+        defaults.names)
     return opts
 end

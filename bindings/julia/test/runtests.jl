@@ -129,6 +129,19 @@ testset("world") do
     @test ranks[1] == n * (n - 1) ÷ 2
 end
 
+testset("timeline and dump_flight_recorder") do
+    folder = mktempdir()
+    result = timeline(joinpath(folder, "trace.json")) do
+        allreduce!(ones(4), +)
+        :done
+    end
+    @test result === :done
+    @test occursin("\"name\":\"allreduce\"", read(joinpath(folder, "trace.rank$rank.json"), String))
+    @test dump_flight_recorder(joinpath(folder, "fr.%r.json")) === nothing
+    @test occursin("\"kind\":\"allreduce\"", read(joinpath(folder, "fr.$rank.json"), String))
+    ddp_error(() -> timeline(() -> nothing, "/nonexistent-folder/t.json"), LibDDP.DDP_ERR_INVALID_ARGUMENT)
+end
+
 testset("node-local rank and size, the rank's device") do
     # mpirun starts every rank on this one machine.
     @test DDP.node_local_rank() == rank

@@ -23,10 +23,12 @@ from ._ffi import (AlreadyInitializedError, BackendError, BufferTooSmallError, D
                    OutOfMemoryError, TimeoutError, UnsupportedError)
 from ._ffi import ddp_version_string as _version_string
 from ._sharding import ShardedSampler, shard_count, shard_indices
+from ._timeline import dump_flight_recorder, timeline
 
 __version__ = _version_string().decode()
 
 __all__ = ["init", "Communicator", "Request", "ReplicaCheck", "Reducer", "shard_indices", "shard_count",
            "ShardedSampler", "DDPError", "InvalidArgumentError", "MismatchError",
            "UnsupportedError", "NotInitializedError", "AlreadyInitializedError", "TimeoutError",
-           "BackendError", "OutOfMemoryError", "BufferTooSmallError", "InternalError"]
+           "BackendError", "OutOfMemoryError", "BufferTooSmallError", "InternalError",
+           "timeline", "dump_flight_recorder"]

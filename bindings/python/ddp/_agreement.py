@@ -31,9 +31,10 @@ LIST_MISMATCH = re.compile(r"mismatch: (.* passed \d+ (tensors|leaves|gradients)
                            r"(tensor|leaf) \d+ is )")
 
 
-def collective_options(fusion_bytes=None, stream=0, timeout=None):
+def collective_options(fusion_bytes=None, stream=0, timeout=None, names=None):
     """A ddp_collective_options; timeout: seconds for this call (None: the
-    communicator's)."""
+    communicator's); names: the timeline's leaf names (a C array that must live
+    as long as the options, which hold it)."""
     options = _ffi.ddp_collective_options()
     _ffi.ddp_collective_options_init(options, ctypes.sizeof(options))
     if fusion_bytes is not None:
@@ -44,6 +45,7 @@ def collective_options(fusion_bytes=None, stream=0, timeout=None):
             raise ValueError(f"timeout {timeout!r}: must be a positive, finite number of seconds")
         options.timeout_s = timeout
     options.cuda_stream = stream or None
+    options.names = names
     return options
 
 

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from . import _exit, _ffi, _log_bridge, _trees
+from . import _exit, _ffi, _leaf_names, _log_bridge, _trees
 from ._agreement import CheckedCall, collective_options
 from ._ops import op_value
 from ._staging import Staging, is_immutable_array, is_number
@@ -168,7 +168,8 @@ class Communicator:
             stream = stream_handle(stream)
             staging = Staging(leaves, writes=True, averaging=reduce_op == _ffi.DDP_OP_AVG)
             tensor_list = call.tensor_list(staging.buffers, True, stream)
-            options = collective_options(fusion_bytes, stream, timeout)
+            options = collective_options(fusion_bytes, stream, timeout,
+                                         _leaf_names.of(tensors, leaves))
         call.run(_ffi.ddp_allreduce_tensor_list, self._handle, tensor_list.array,
                  len(tensor_list), reduce_op, options)
         return staging.rebuilt(tensors, rebuild)
@@ -197,7 +198,8 @@ class Communicator:
             stream = stream_handle(stream)
             staging = Staging(leaves, writes=True, averaging=reduce_op == _ffi.DDP_OP_AVG)
             tensor_list = call.tensor_list(staging.buffers, True, stream)
-            options = collective_options(fusion_bytes, stream, timeout)
+            options = collective_options(fusion_bytes, stream, timeout,
+                                         _leaf_names.of(tensors, leaves))
         request = ctypes.POINTER(_ffi.ddp_request)()
         _ffi.ddp_allreduce_tensor_list_async(self._handle, tensor_list.array, len(tensor_list),
                                              reduce_op, options, request)
@@ -212,7 +214,7 @@ class Communicator:
             stream = stream_handle(stream)
             staging = Staging(leaves, writes=True)
             tensor_list = call.tensor_list(staging.buffers, True, stream)
-            options = collective_options(None, stream, timeout)
+            options = collective_options(None, stream, timeout, _leaf_names.of(tensors, leaves))
             root = _root(root)
         call.run(_ffi.ddp_broadcast_tensor_list, self._handle, tensor_list.array,
                  len(tensor_list), root, options)
@@ -227,7 +229,7 @@ class Communicator:
             stream = stream_handle(stream)
             staging = Staging(leaves, writes=True, averaging=reduce_op == _ffi.DDP_OP_AVG)
             tensor_list = call.tensor_list(staging.buffers, True, stream)
-            options = collective_options(None, stream, timeout)
+            options = collective_options(None, stream, timeout, _leaf_names.of(tensors, leaves))
             root = _root(root)
         call.run(_ffi.ddp_reduce_tensor_list, self._handle, tensor_list.array, len(tensor_list),
                  reduce_op, root, options)

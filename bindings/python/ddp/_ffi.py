@@ -14,9 +14,9 @@ _lib = load_library()
 
 # Constants
 DDP_VERSION_MAJOR = 1
-DDP_VERSION_MINOR = 1
+DDP_VERSION_MINOR = 2
 DDP_VERSION_PATCH = 0
-DDP_VERSION_NUMBER = 10100
+DDP_VERSION_NUMBER = 10200
 DDP_NO_MPI_COMM = -1
 DDP_CUDA_STREAM_PER_THREAD = 2
 DDP_SHARD_SHUFFLE_MAX_ITEMS = 4294967296
@@ -160,6 +160,7 @@ class ddp_collective_options(ctypes.Structure):
         ("fusion_bytes", ctypes.c_int64),
         ("timeout_s", ctypes.c_double),
         ("cuda_stream", ctypes.c_void_p),
+        ("names", ctypes.POINTER(ctypes.c_char_p)),
     ]
 
 
@@ -362,6 +363,21 @@ ddp_barrier = _lib.ddp_barrier
 ddp_barrier.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_collective_options)]
 ddp_barrier.restype = ctypes.c_int
 ddp_barrier.errcheck = _check_status
+
+ddp_timeline_start = _lib.ddp_timeline_start
+ddp_timeline_start.argtypes = [ctypes.POINTER(ddp_comm), ctypes.c_char_p]
+ddp_timeline_start.restype = ctypes.c_int
+ddp_timeline_start.errcheck = _check_status
+
+ddp_timeline_stop = _lib.ddp_timeline_stop
+ddp_timeline_stop.argtypes = [ctypes.POINTER(ddp_comm)]
+ddp_timeline_stop.restype = ctypes.c_int
+ddp_timeline_stop.errcheck = _check_status
+
+ddp_dump_flight_recorder = _lib.ddp_dump_flight_recorder
+ddp_dump_flight_recorder.argtypes = [ctypes.POINTER(ddp_comm), ctypes.c_char_p]
+ddp_dump_flight_recorder.restype = ctypes.c_int
+ddp_dump_flight_recorder.errcheck = _check_status
 
 ddp_log = _lib.ddp_log
 ddp_log.argtypes = [ctypes.POINTER(ddp_comm), ctypes.c_int, ctypes.c_char_p]

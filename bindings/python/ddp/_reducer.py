@@ -27,7 +27,7 @@ import ctypes
 
 import numpy as np
 
-from . import _ffi, _trees
+from . import _ffi, _leaf_names, _trees
 from ._agreement import CheckedCall, collective_options
 from ._ops import op_value
 
@@ -78,7 +78,7 @@ class Reducer:
                 layout[index].dtype = int(dtype)
                 layout[index].device_type = _ffi.DDP_DEVICE_CPU
             reduce_op = op_value(op)
-            options = collective_options(fusion_bytes, 0, timeout)
+            options = collective_options(fusion_bytes, 0, timeout, _leaf_names.of(like, leaves))
         buckets = _Buckets()
         call.run(_ffi.ddp_reducer_create, comm._handle, layout, len(leaves), reduce_op, options,
                  buckets.handle)

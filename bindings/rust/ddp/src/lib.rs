@@ -43,6 +43,7 @@ mod reducer;
 mod scope;
 mod shard;
 mod tensors;
+mod timeline;
 
 pub use collectives::{Collectives, Replicas};
 pub use comm::{Backend, Comm, InitOptions, LogLevel, Op};
@@ -54,6 +55,7 @@ pub use reducer::{Gradient, Reducer, Step};
 pub use scope::{Request, Scope};
 pub use shard::{shard_count, shard_indices, Indices, Sampler, ShardOptions, Strategy};
 pub use tensors::{BorrowedBuffer, BorrowedTensors, Buffer, DeviceSlice, TensorList, Tensors, View, Views};
+pub use timeline::Timeline;
 
 /// The run-time library's version, `"major.minor.patch"`.
 ///

@@ -1,0 +1,41 @@
+# What every rank did: a timeline of the collectives and the flight recorder
+# (docs/timeline.md; scripts/ddp-trace merges and explains what they write).
+
+"""
+    timeline(f, path; comm = DDP.world())
+
+Records a Chrome trace-event timeline of every collective while `f()` runs, then
+completes this rank's file and returns `f()`'s value. The file is `path` with `%r`
+replaced by the rank, else with `.rankR` before a final `.json`
+(`"trace.json"` → `trace.rank0.json`). Collective: every rank calls it in the
+same place among its collectives.
+
+```julia
+timeline("run/trace.json") do
+    for batch in batches
+        allreduce_gradients(gs)
+    end
+end
+```
+"""
+function timeline(f, path::AbstractString; comm::Communicator = world())
+    check(LibDDP.ddp_timeline_start(comm.handle, path))
+    try
+        return f()
+    finally
+        check(LibDDP.ddp_timeline_stop(comm.handle))
+    end
+end
+
+"""
+    dump_flight_recorder(path = nothing; comm = DDP.world())
+
+Writes this rank's flight recorder (its last collectives: kind, sequence number,
+sizes, times and state) to `path` (named per rank as for [`timeline`]), or, with
+`nothing`, where libddp's automatic dumps go (`DDP_FLIGHT_RECORDER_DIR`, else the
+log). Local.
+"""
+function dump_flight_recorder(path::Union{Nothing, AbstractString} = nothing; comm::Communicator = world())
+    check(LibDDP.ddp_dump_flight_recorder(comm.handle, something(path, C_NULL)))
+    return nothing
+end

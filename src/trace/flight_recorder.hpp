@@ -1,0 +1,81 @@
+// A communicator's flight recorder: the last N collectives (kind, sequence
+// number, sizes, description hash, times entered, agreed and finished, and
+// state), always on, written by every rank on a timeout, a mismatch or an
+// abort, or on demand (ddp_dump_flight_recorder). scripts/ddp-trace explain
+// reads every rank's dump and names the rank that is behind, or the call
+// that first differs.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ddp::trace {
+
+enum class CallState { entered, agreed, finished, failed, mismatch, timed_out };
+
+/// What a rank passed to a collective, as agreement compares it.
+struct CallSummary {
+    bool valid = true;  ///< false: this rank's arguments failed validation
+    int32_t op = -1;
+    int32_t root = -1;
+    int64_t tensors = 0;
+    int64_t bytes = 0;
+    uint64_t hash = 0;  ///< of agreement's words: equal hashes, equal calls
+};
+
+class FlightRecorder {
+public:
+    /// `capacity` 0 turns it off. `dir`: where dumps go ("" : the log).
+    FlightRecorder(size_t capacity, std::string dir, int rank, int size, const char* backend);
+
+    void entered(uint64_t sequence, uint64_t kind);
+    void described(uint64_t sequence, const CallSummary& summary);
+    void agreed(uint64_t sequence);
+    /// Finished, or failed (a more precise state already marked stays).
+    void ended(uint64_t sequence, bool failed);
+    void mark(uint64_t sequence, CallState state);
+
+    /// The dump as one line of JSON.
+    std::string json(const std::string& reason) const;
+    /// Writes the dump to `file`, or ("") to DDP_FLIGHT_RECORDER_DIR's file,
+    /// or to the log when that is unset. Throws DDP_ERR_INVALID_ARGUMENT
+    /// when `file` cannot be written; an automatic dump that cannot be
+    /// written is logged instead.
+    void dump(const std::string& reason, const std::string& file = {}) const;
+
+private:
+    /// One call, as a dump reads it.
+    struct Entry {
+        uint64_t sequence = 0;  ///< 0: empty
+        uint64_t kind = 0;
+        CallSummary summary;
+        bool described = false;
+        int64_t entered_ns = 0, agreed_ns = 0, finished_ns = 0;  ///< coarse monotonic clock; 0: not yet
+        CallState state = CallState::entered;
+    };
+    /// An entry in the ring as relaxed atomics, written without a lock by
+    /// the thread running the call (the version is odd while it writes) and
+    /// read by dumps from any thread, which retry while a write is under way
+    /// (a seqlock).
+    struct Slot {
+        std::atomic<uint64_t> version{0};
+        std::atomic<uint64_t> sequence{0}, kind{0}, hash{0};
+        std::atomic<int64_t> tensors{0}, bytes{0}, entered_ns{0}, agreed_ns{0}, finished_ns{0};
+        std::atomic<int32_t> op{-1}, root{-1}, state{0};
+        std::atomic<bool> described{false}, valid{true};
+    };
+    /// Applies `change` to the entry of `sequence` (if the ring still holds it).
+    template <typename Change>
+    void update(uint64_t sequence, Change change);
+    Entry read(const Slot& slot) const;
+
+    size_t capacity_;
+    std::unique_ptr<Slot[]> ring_;  // slot = sequence % capacity_
+    std::string dir_;
+    int rank_, size_;
+    const char* backend_;
+};
+
+}  // namespace ddp::trace
