@@ -36,8 +36,11 @@ Clock::time_point deadline_after(double seconds) {
     return now + duration_cast<Clock::duration>(duration<double>(seconds));
 }
 
-ControlPlane::ControlPlane(Backend& backend, double timeout_s, double stall_warning_s)
-    : backend_(backend), timeout_s_(timeout_s), stall_warning_s_(stall_warning_s) {}
+ControlPlane::ControlPlane(Backend& backend, double timeout_s, double stall_warning_s, double hang_grace_s)
+    : backend_(backend),
+      timeout_s_(timeout_s),
+      stall_warning_s_(stall_warning_s),
+      watched_(backend.rank(), hang_grace_s) {}
 
 CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s) {
     require_usable();
@@ -45,11 +48,15 @@ CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s) {
     kind_.store(static_cast<uint64_t>(kind), std::memory_order_relaxed);
     in_call_.store(true, std::memory_order_release);
     const double timeout = call_timeout_s > 0 ? call_timeout_s : timeout_s_;
-    return CallContext{kind, sequence, Clock::now(), deadline_after(timeout),
-                       deadline_after(stall_warning_s_), false};
+    CallContext call{kind, sequence, Clock::now(), deadline_after(timeout), deadline_after(stall_warning_s_), false};
+    watched_.start(static_cast<uint64_t>(kind), sequence, call.started, call.deadline);
+    return call;
 }
 
-void ControlPlane::end() { in_call_.store(false, std::memory_order_release); }
+void ControlPlane::end() {
+    watched_.stop();
+    in_call_.store(false, std::memory_order_release);
+}
 
 PeerStatus ControlPlane::status() const {
     return PeerStatus{sequence_.load(std::memory_order_relaxed), kind_.load(std::memory_order_relaxed),
@@ -188,13 +195,24 @@ void ControlPlane::report_stall(CallContext& call) {
 }
 
 std::string ControlPlane::who_is_missing(const CallContext& call, Clock::time_point answer_deadline) {
+    const auto asked = Clock::now();
     const auto answers = backend_.ask_peers(answer_deadline);
+    const auto now = Clock::now();
     std::string missing, silent;
     for (size_t peer = 0; peer < answers.size(); ++peer) {
         if (static_cast<int>(peer) == backend_.rank()) continue;
         const std::string who = "rank " + std::to_string(peer);
         if (!answers[peer]) {
-            silent += (silent.empty() ? "" : ", ") + who;
+            // Heard from during this call (a question of its own, a late
+            // answer, a notice): alive, only its messages arrive late.
+            const auto heard = backend_.last_heard_from(static_cast<int>(peer));
+            if (heard && *heard >= call.started)
+                missing += (missing.empty() ? "" : "; ") + who + " is slow, not dead: it did not answer within " +
+                           seconds_text(duration<double>(now - asked).count()) + ", but a message of its own came " +
+                           seconds_text(duration<double>(now - *heard).count()) +
+                           " ago (a lossy or congested network, or an overloaded host)";
+            else
+                silent += (silent.empty() ? "" : ", ") + who;
             continue;
         }
         const PeerStatus& peer_status = *answers[peer];

@@ -13,6 +13,7 @@
 
 #include "backend/backend.hpp"
 #include "control/collective_kind.hpp"
+#include "control/hang_watchdog.hpp"
 
 namespace ddp {
 
@@ -44,7 +45,9 @@ struct CallContext {
 
 class ControlPlane {
 public:
-    ControlPlane(Backend& backend, double timeout_s, double stall_warning_s);
+    /// `hang_grace_s`: how long past a deadline a thread may stay inside
+    /// the backend before the hang watchdog ends the process (0: never).
+    ControlPlane(Backend& backend, double timeout_s, double stall_warning_s, double hang_grace_s);
     ControlPlane(const ControlPlane&) = delete;
     ControlPlane& operator=(const ControlPlane&) = delete;
 
@@ -81,6 +84,10 @@ public:
     /// What this rank is doing, as peers are told.
     PeerStatus status() const;
 
+    /// Holds ddp_finalize's wait for its peers to `deadline` (the hang
+    /// watchdog) until end() (a CallScope).
+    void begin_finalize(Clock::time_point deadline) { watched_.start(0, 0, Clock::now(), deadline); }
+
 private:
     [[noreturn]] void give_up(CallContext& call, std::unique_ptr<Pending> pending);
     /// pending->test(); when it throws, the operation is abandoned first.
@@ -113,6 +120,7 @@ private:
     mutable std::mutex broken_mutex_;
     std::string broken_message_;  // guarded by broken_mutex_
     ddp_status broken_status_ = DDP_ERR_TIMEOUT;  // guarded by broken_mutex_
+    WatchedWaits watched_;
 };
 
 /// Ends the control plane's record of a call however the call leaves.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/backend.hpp"
+#include "control/hang_watchdog.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -48,6 +49,7 @@ Settings resolve_settings(const ddp_init_options& opts) {
         settings.backend = decide_auto(backend_from_environment());
     settings.timeout_s = opts.timeout_s > 0 ? opts.timeout_s : env_seconds("DDP_TIMEOUT_S").value_or(1800.0);
     settings.stall_warning_s = env_seconds("DDP_STALL_WARN_S").value_or(60.0);
+    settings.hang_grace_s = hang_grace_from_environment();
     settings.fusion_bytes = env_bytes("DDP_FUSION_BYTES").value_or(settings.fusion_bytes);
     settings.log_threshold = log_threshold_from_environment();
     return settings;

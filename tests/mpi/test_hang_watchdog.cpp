@@ -1,0 +1,43 @@
+// The hang watchdog ends a process whose thread does not come back from a
+// wait past the call's deadline plus the grace period. A thread stuck inside
+// MPI (Open MPI's TCP transport after a peer died) does so only now and
+// then; a log callback that blocks on the stall warning holds rank 0's
+// thread inside its barrier the same way, every time. Rank 1 stays out of
+// the barrier meanwhile. Run by run_hang_watchdog.sh with 2 ranks,
+// DDP_TIMEOUT_S=1, DDP_STALL_WARN_S=0.3: with the watchdog on rank 0 must be
+// aborted with its message; with DDP_HANG_WATCHDOG_S=off its callback
+// returns after `stuck_s`, and the barrier returns DDP_ERR_TIMEOUT.
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "ddp/ddp.h"
+
+namespace {
+
+constexpr int stuck_s = 6;
+
+void stuck_on_warnings(int32_t level, const char* line, void*) {
+    std::fprintf(stderr, "%s\n", line);
+    if (level == DDP_LOG_WARN) std::this_thread::sleep_for(std::chrono::seconds(stuck_s));
+}
+
+}  // namespace
+
+int main() {
+    ddp_comm* world = nullptr;
+    if (ddp_init(nullptr, &world) != DDP_OK) return 2;
+    int32_t rank = 0;
+    ddp_rank(world, &rank);
+    ddp_status status = DDP_OK;
+    if (rank == 0) {
+        ddp_set_log_callback(&stuck_on_warnings, nullptr);
+        status = ddp_barrier(world, nullptr);
+        std::printf("rank 0: the barrier returned %s: %s\n", ddp_status_name(status), ddp_last_error_message());
+    } else {
+        std::this_thread::sleep_for(std::chrono::seconds(stuck_s + 2));
+    }
+    ddp_finalize(world);
+    std::fflush(stdout);
+    return 0;
+}
