@@ -31,30 +31,32 @@ int64_t nanoseconds(Clock::time_point t) {
 
 }  // namespace
 
-/// The process's one watchdog thread, running while any wait is registered.
+/// The process's one watchdog thread: started with the first communicator,
+/// asleep while no wait is registered, stopped at process exit.
 class HangWatchdog {
 public:
     static HangWatchdog& instance() {
         static HangWatchdog watchdog;
         return watchdog;
     }
-    ~HangWatchdog() { stop_thread(); }  // at exit, for communicators never finalized
+    ~HangWatchdog() {
+        {
+            std::lock_guard lock(mutex_);
+            stopping_ = true;
+        }
+        wake_.notify_all();
+        if (thread_.joinable()) thread_.join();
+    }
 
     void add(WatchedWaits* waits) {
         std::lock_guard lock(mutex_);
         watched_.push_back(waits);
-        if (!thread_.joinable()) {
-            stopping_ = false;
-            thread_ = std::thread([this] { run(); });
-        }
+        if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+        wake_.notify_all();
     }
     void remove(WatchedWaits* waits) {
-        {
-            std::lock_guard lock(mutex_);
-            std::erase(watched_, waits);
-            if (!watched_.empty()) return;
-        }
-        stop_thread();
+        std::lock_guard lock(mutex_);
+        std::erase(watched_, waits);
     }
 
 private:
@@ -63,7 +65,10 @@ private:
     void run() {
         std::unique_lock lock(mutex_);
         while (!stopping_) {
-            wake_.wait_for(lock, look_interval);
+            if (watched_.empty())
+                wake_.wait(lock, [this] { return stopping_ || !watched_.empty(); });
+            else
+                wake_.wait_for(lock, look_interval);
             const int64_t now = nanoseconds(Clock::now());
             for (const WatchedWaits* waits : watched_) {
                 const int64_t deadline = waits->deadline_ns_.load(std::memory_order_acquire);
@@ -88,15 +93,6 @@ private:
         // One write: lines from several ranks on one terminal stay whole.
         [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, text, std::strlen(text));
         std::abort();
-    }
-
-    void stop_thread() {
-        {
-            std::lock_guard lock(mutex_);
-            stopping_ = true;
-        }
-        wake_.notify_all();
-        if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
     }
 
     std::mutex mutex_;

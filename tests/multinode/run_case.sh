@@ -5,14 +5,14 @@
 #
 # Cases: placement_2x2, placement_3x1 (host name, rank and local rank per
 # node), collectives_2x2, collectives_3x1 (tests/mpi's collectives, exact),
-# example_2x2 (the C example trains), and faults on 3 nodes x 1 rank, each
-# injected once every rank is in its loop of allreduces (node_rank.cpp):
-# link_down (node2's link down for good), kill (rank 1 SIGKILLed), flap
-# (node2's link down for 4 s: nothing may fail), slow_link (node1's link
-# throttled to 20 Mbit/s both ways; the kernel here has no netem delay) and
-# loss (3% of node1's packets dropped each way by iptables' statistic
-# match). A fault case prints how long after the fault the last rank
-# returned and the job (mpirun) ended.
+# example_2x2 (the C example trains), and faults on 3 nodes x 1 rank in a
+# loop of allreduces (node_rank.cpp). Injected once every rank is in its
+# loop: link_down (node2's link down for good), kill (rank 1 SIGKILLed), flap
+# (node2's link down for 4 s: nothing may fail). Made before the job starts,
+# and nothing may fail: slow_link (node1's link throttled to 20 Mbit/s both
+# ways; the kernel here has no netem delay) and loss (3% of node1's packets
+# dropped each way by iptables' statistic match). link_down and kill print
+# how long after the fault the last rank returned and the job (mpirun) ended.
 set -u
 case_name=$1
 build=$(cd "$2" && pwd)
@@ -25,13 +25,13 @@ export DDP_STALL_WARN_S=${DDP_STALL_WARN_S:-60} DDP_BACKEND=mpi
 # shellcheck source=cluster.sh
 . "$here/cluster.sh"
 
+trap 'cluster_down; rm -rf "$DDP_MN_OUT"' EXIT
+trap 'exit 1' INT TERM HUP
 why=$(cluster_unavailable)
 if [ -n "$why" ]; then
     echo "SKIPPED: simulated nodes cannot run here: $why"
     exit 77
 fi
-trap 'cluster_down; rm -rf "$DDP_MN_OUT"' EXIT
-trap 'exit 1' INT TERM HUP
 
 fail() {
     echo "FAILED ($case_name): $*"
@@ -170,10 +170,10 @@ flap)
     results_are DDP_OK 0 1 2
     ;;
 slow_link | loss)
+    # Conditions rather than events: made before the job starts, so that
+    # every call (and the launch itself) meets them.
     slots=1
     cluster_up 3
-    start_loop 3 300
-    fault=$(now)
     if [ "$case_name" = slow_link ]; then
         ip netns exec "$DDP_MN_PREFIX-node1" tc qdisc add dev eth0 root tbf rate 20mbit burst 32kbit latency 400ms &&
             ip netns exec "$DDP_MN_PREFIX-switch" tc qdisc add dev port1 root tbf rate 20mbit burst 32kbit latency 400ms ||
@@ -185,7 +185,8 @@ slow_link | loss)
                 -j DROP || fail "iptables could not drop packets"
         done
     fi
-    finish_fault "$fault" 60
+    start_loop 3 $([ "$case_name" = slow_link ] && echo 50 || echo 300)
+    finish_fault "$(now)" 120
     [ "$mpirun_status" = 0 ] || fail "mpirun exited with $mpirun_status"
     results_are DDP_OK 0 1 2
     ;;
