@@ -5,10 +5,12 @@
 // thread inside its barrier the same way, every time. Rank 1 stays out of
 // the barrier meanwhile. Run by run_hang_watchdog.sh with 2 ranks,
 // DDP_TIMEOUT_S=1, DDP_STALL_WARN_S=0.3: with the watchdog on rank 0 must be
-// aborted with its message; with DDP_HANG_WATCHDOG_S=off its callback
-// returns after `stuck_s`, and the barrier returns DDP_ERR_TIMEOUT.
+// aborted with its message; with it off its callback returns after
+// `stuck_s`, and the barrier returns DDP_ERR_TIMEOUT. An argument, if any,
+// is ddp_init_options.hang_watchdog_s.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "ddp/ddp.h"
@@ -24,9 +26,12 @@ void stuck_on_warnings(int32_t level, const char* line, void*) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+    ddp_init_options opts;
+    ddp_init_options_init(&opts, sizeof opts);
+    if (argc > 1) opts.hang_watchdog_s = std::atof(argv[1]);
     ddp_comm* world = nullptr;
-    if (ddp_init(nullptr, &world) != DDP_OK) return 2;
+    if (ddp_init(&opts, &world) != DDP_OK) return 2;
     int32_t rank = 0;
     ddp_rank(world, &rank);
     ddp_status status = DDP_OK;

@@ -56,9 +56,9 @@ function __init__()
 end
 
 const DDP_VERSION_MAJOR = 1
-const DDP_VERSION_MINOR = 1
+const DDP_VERSION_MINOR = 2
 const DDP_VERSION_PATCH = 0
-const DDP_VERSION_NUMBER = 10100
+const DDP_VERSION_NUMBER = 10200
 const DDP_NO_MPI_COMM = -1
 const DDP_CUDA_STREAM_PER_THREAD = 2
 const DDP_SHARD_SHUFFLE_MAX_ITEMS = 4294967296
@@ -218,6 +218,7 @@ struct ddp_init_options
     backend::ddp_backend
     mpi_comm_fortran::Int64
     timeout_s::Cdouble
+    hang_watchdog_s::Cdouble
 end
 
 """

@@ -14,9 +14,9 @@ _lib = load_library()
 
 # Constants
 DDP_VERSION_MAJOR = 1
-DDP_VERSION_MINOR = 1
+DDP_VERSION_MINOR = 2
 DDP_VERSION_PATCH = 0
-DDP_VERSION_NUMBER = 10100
+DDP_VERSION_NUMBER = 10200
 DDP_NO_MPI_COMM = -1
 DDP_CUDA_STREAM_PER_THREAD = 2
 DDP_SHARD_SHUFFLE_MAX_ITEMS = 4294967296
@@ -151,6 +151,7 @@ class ddp_init_options(ctypes.Structure):
         ("backend", ctypes.c_int),
         ("mpi_comm_fortran", ctypes.c_int64),
         ("timeout_s", ctypes.c_double),
+        ("hang_watchdog_s", ctypes.c_double),
     ]
 
 
