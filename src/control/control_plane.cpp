@@ -49,12 +49,16 @@ CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s) {
     in_call_.store(true, std::memory_order_release);
     const double timeout = call_timeout_s > 0 ? call_timeout_s : timeout_s_;
     CallContext call{kind, sequence, Clock::now(), deadline_after(timeout), deadline_after(stall_warning_s_), false};
-    watched_.start(static_cast<uint64_t>(kind), sequence, call.started, call.deadline);
+    // A reducer step spans the caller's computing between its marks: only
+    // its waits are watched.
+    watching_call_ = kind != CollectiveKind::reducer_step;
+    if (watching_call_) watched_.enter(static_cast<uint64_t>(kind), sequence, call.started, call.deadline);
     return call;
 }
 
 void ControlPlane::end() {
-    watched_.stop();
+    if (watching_call_) watched_.leave();
+    watching_call_ = false;
     in_call_.store(false, std::memory_order_release);
 }
 
@@ -105,6 +109,10 @@ void ControlPlane::fail_broken(const std::string& message, std::unique_ptr<Pendi
 
 void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, WaitStyle style) {
     if (!pending) return;
+    // Past the deadline plus the grace, a thread still in here is stuck (the
+    // async worker's waits, and a reducer step's, are watched only here).
+    const WatchedWaits::Scope watched(watched_, static_cast<uint64_t>(call.kind), call.sequence, call.started,
+                                      call.deadline);
     // Broken already (a timeout of an earlier bucket, ddp_comm_abort): no new wait.
     if (broken()) fail_broken("", std::move(pending));
     const auto start = Clock::now();

@@ -85,8 +85,10 @@ public:
     PeerStatus status() const;
 
     /// Holds ddp_finalize's wait for its peers to `deadline` (the hang
-    /// watchdog) until end() (a CallScope).
-    void begin_finalize(Clock::time_point deadline) { watched_.start(0, 0, Clock::now(), deadline); }
+    /// watchdog) while the scope lives.
+    WatchedWaits::Scope watch_finalize(Clock::time_point deadline) {
+        return WatchedWaits::Scope(watched_, 0, 0, Clock::now(), deadline);
+    }
 
 private:
     [[noreturn]] void give_up(CallContext& call, std::unique_ptr<Pending> pending);
@@ -121,6 +123,7 @@ private:
     std::string broken_message_;  // guarded by broken_mutex_
     ddp_status broken_status_ = DDP_ERR_TIMEOUT;  // guarded by broken_mutex_
     WatchedWaits watched_;
+    bool watching_call_ = false;  ///< begin() entered watched_ (touched by the calling thread only)
 };
 
 /// Ends the control plane's record of a call however the call leaves.

@@ -71,14 +71,15 @@ private:
                 wake_.wait_for(lock, look_interval);
             const int64_t now = nanoseconds(Clock::now());
             for (const WatchedWaits* waits : watched_) {
-                const int64_t deadline = waits->deadline_ns_.load(std::memory_order_acquire);
-                if (deadline != 0 && static_cast<double>(now - deadline) > waits->grace_s_ * 1e9)
-                    end_process(*waits, deadline, now);
+                const int64_t grace_from = waits->grace_from_ns_.load(std::memory_order_acquire);
+                if (grace_from != 0 && static_cast<double>(now - grace_from) > waits->grace_s_ * 1e9)
+                    end_process(*waits, now);
             }
         }
     }
 
-    [[noreturn]] static void end_process(const WatchedWaits& waits, int64_t deadline, int64_t now) {
+    [[noreturn]] static void end_process(const WatchedWaits& waits, int64_t now) {
+        const int64_t deadline = waits.deadline_ns_.load(std::memory_order_relaxed);
         const uint64_t kind = waits.kind_.load(std::memory_order_relaxed);
         const std::string what =
             kind == 0 ? std::string("ddp_finalize") : call_name(kind, waits.sequence_.load(std::memory_order_relaxed));
@@ -110,12 +111,25 @@ WatchedWaits::~WatchedWaits() {
     if (grace_s_ > 0) HangWatchdog::instance().remove(this);
 }
 
-void WatchedWaits::start(uint64_t kind, uint64_t sequence, Clock::time_point started, Clock::time_point deadline) {
+void WatchedWaits::enter(uint64_t kind, uint64_t sequence, Clock::time_point started, Clock::time_point deadline) {
+    if (grace_s_ <= 0) return;
+    std::lock_guard lock(mutex_);
+    if (waiters_++ > 0) return;  // nested, or a second thread in the same call
     kind_.store(kind, std::memory_order_relaxed);
     sequence_.store(sequence, std::memory_order_relaxed);
     started_ns_.store(nanoseconds(started), std::memory_order_relaxed);
     // A deadline at the clock's end ("wait for ever") is never passed.
-    deadline_ns_.store(deadline == Clock::time_point::max() ? 0 : nanoseconds(deadline), std::memory_order_release);
+    if (deadline == Clock::time_point::max()) return;
+    deadline_ns_.store(nanoseconds(deadline), std::memory_order_relaxed);
+    // A thread entering past the deadline (the caller computed past it in a
+    // reducer step) gives up at once: its grace counts from now.
+    grace_from_ns_.store(nanoseconds(std::max(deadline, Clock::now())), std::memory_order_release);
+}
+
+void WatchedWaits::leave() {
+    if (grace_s_ <= 0) return;
+    std::lock_guard lock(mutex_);
+    if (--waiters_ == 0) grace_from_ns_.store(0, std::memory_order_release);
 }
 
 double hang_grace_from_environment() {

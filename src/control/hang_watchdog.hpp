@@ -10,13 +10,17 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 
 #include "backend/backend.hpp"
 
 namespace ddp {
 
-/// One thread's waits, as the watchdog sees them. Starting and stopping a
-/// wait are a few relaxed atomic stores: nothing is locked per call.
+/// A communicator's calls, as the watchdog sees them: only while a thread is
+/// inside libddp (not while a reducer step is open and the caller computes
+/// between its marks). Entries nest, and the caller's thread and the async
+/// worker may wait on one call together: the watch ends when the last
+/// leaves.
 class WatchedWaits {
 public:
     /// `grace_s` <= 0: never watched (DDP_HANG_WATCHDOG_S=off).
@@ -25,17 +29,37 @@ public:
     WatchedWaits(const WatchedWaits&) = delete;
     WatchedWaits& operator=(const WatchedWaits&) = delete;
 
-    /// A wait that must end by `deadline` began at `started`: collective
-    /// number `sequence` of `kind` (a CollectiveKind), or ddp_finalize for
-    /// kind 0.
-    void start(uint64_t kind, uint64_t sequence, Clock::time_point started, Clock::time_point deadline);
-    void stop() { deadline_ns_.store(0, std::memory_order_release); }
+    /// A thread enters libddp for a call that must end by `deadline`:
+    /// collective number `sequence` of `kind` (a CollectiveKind, started at
+    /// `started`), or ddp_finalize for kind 0. Inside an earlier entry, the
+    /// earlier one's deadline stands.
+    void enter(uint64_t kind, uint64_t sequence, Clock::time_point started, Clock::time_point deadline);
+    void leave();
+
+    /// enter() at construction, leave() at destruction.
+    class Scope {
+    public:
+        Scope(WatchedWaits& waits, uint64_t kind, uint64_t sequence, Clock::time_point started,
+              Clock::time_point deadline)
+            : waits_(waits) {
+            waits_.enter(kind, sequence, started, deadline);
+        }
+        ~Scope() { waits_.leave(); }
+        Scope(const Scope&) = delete;
+        Scope& operator=(const Scope&) = delete;
+
+    private:
+        WatchedWaits& waits_;
+    };
 
 private:
     friend class HangWatchdog;
     const int rank_;
     const double grace_s_;
-    std::atomic<int64_t> deadline_ns_{0};  ///< 0: no wait in progress
+    std::mutex mutex_;  // orders enter and leave; the watchdog reads only the atomics
+    int waiters_ = 0;   // guarded by mutex_
+    std::atomic<int64_t> grace_from_ns_{0};  ///< the later of the deadline and the entry; 0: not watched
+    std::atomic<int64_t> deadline_ns_{0};
     std::atomic<int64_t> started_ns_{0};
     std::atomic<uint64_t> kind_{0}, sequence_{0};
 };

@@ -98,7 +98,8 @@ bool Communicator::peers_reach_finalize() {
     const bool silence_means_gone = control_.broken() && backend_->answers_in_background();
     const double wait_s = silence_means_gone ? std::max(settings_.timeout_s, broken_peer_wait_s) : settings_.timeout_s;
     const auto give_up_at = deadline_after(wait_s);
-    control_.begin_finalize(deadline_after(wait_s + answer_wait_s));  // a last question may start just before
+    // The hang watchdog holds this wait to its end (a last question may start just before).
+    const auto watched = control_.watch_finalize(deadline_after(wait_s + answer_wait_s));
     for (auto next_question = Clock::now() + std::chrono::milliseconds(500);;) {
         backend_->poll_control();
         if (barrier->test()) return true;
@@ -122,7 +123,6 @@ bool Communicator::peers_reach_finalize() {
 void Communicator::finalize() {
     Entry entry(in_use_);
     worker_.stop();
-    CallScope watched(control_);  // the hang watchdog holds the wait for peers to its deadline
     // A peer still inside (or about to start) a collective this rank never
     // joins fails at once instead of waiting for its timeout.
     control_.announce_finalize();
