@@ -11,14 +11,18 @@
 # timeout, also passes: it ended the process and thus the job.
 exe=$1
 btl=${2:-vader}
-out=$(timeout -s KILL 60 mpirun --enable-recovery -np 2 --mca btl "self,$btl" "$exe" 2>&1)
-echo "$out"
-echo "$out" | grep -q "SURVIVOR OK" && exit 0
-[ "$btl" = tcp ] || exit 1
-echo "$out" | grep -q "FATAL hang watchdog: \(allreduce #[0-9]* passed its deadline (timeout 2 s)\|ddp_finalize passed\)" && exit 0
-# Now and then (1 run in ~50 here) Open MPI's TCP transport fails to
-# reconnect to the dead peer and mpirun itself crashes (SIGSEGV in
-# pmix_server_log_fn) logging that, taking the survivor with it during
-# its finalize: then the survivor's timeout, logged on time, shows libddp's part.
-echo "$out" | grep -q "allreduce #[0-9]* timed out on rank 0 after 2" &&
-    echo "$out" | grep -q "Segmentation fault" && echo "(mpirun crashed after the survivor's timeout: Open MPI's bug)"
+for attempt in 1 2; do
+    out=$(timeout -s KILL 60 mpirun --enable-recovery -np 2 --mca btl "self,$btl" "$exe" 2>&1)
+    echo "$out"
+    echo "$out" | grep -q "SURVIVOR OK" && exit 0
+    [ "$btl" = tcp ] &&
+        echo "$out" | grep -q "FATAL hang watchdog: \(allreduce #[0-9]* passed its deadline (timeout 2 s)\|ddp_finalize passed\)" &&
+        exit 0
+    # Rarely (about 1 run in 50 over TCP here) mpirun itself crashes, SIGSEGV
+    # in pmix_server_log_fn while it logs a failed reconnection to the dead
+    # rank, and takes the survivor with it: Open MPI's failure, not the one
+    # under test, so the run is made once more.
+    echo "$out" | grep -q "pmix_server_log_fn" || exit 1
+    echo "(mpirun crashed in pmix_server_log_fn: Open MPI's bug; running again)"
+done
+exit 1
