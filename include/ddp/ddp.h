@@ -269,6 +269,13 @@ typedef struct ddp_init_options {
      *  ends within the hour. Any finite value > 0 is accepted; very large
      *  ones mean "wait for ever". */
     double timeout_s;
+    /** Seconds past a collective's deadline that its thread may stay inside
+     *  MPI (or a log callback) before the hang watchdog aborts the process
+     *  with one line naming the call, so that the launcher ends the job (a
+     *  thread inside MPI never sees its deadline; docs/multinode.md). 0 means
+     *  DDP_HANG_WATCHDOG_S from the environment (0 or "off" there: no
+     *  watchdog), else 60; a negative value turns the watchdog off. Since 1.2. */
+    double hang_watchdog_s;
 } ddp_init_options;
 
 /** Fills the first `struct_size` bytes of `opts` with the defaults above

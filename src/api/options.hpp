@@ -11,6 +11,7 @@ inline ddp_init_options default_init_options() {
     opts.backend = DDP_BACKEND_AUTO;
     opts.mpi_comm_fortran = DDP_NO_MPI_COMM;
     opts.timeout_s = 0;
+    opts.hang_watchdog_s = 0;
     return opts;
 }
 

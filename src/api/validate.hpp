@@ -56,6 +56,11 @@ std::vector<size_t> released_sizes() {
     return {sizeof(Options)};
 }
 template <>
+inline std::vector<size_t> released_sizes<ddp_init_options>() {
+    // 0.1: up to timeout_s; 1.2: + hang_watchdog_s.
+    return {offsetof(ddp_init_options, hang_watchdog_s), sizeof(ddp_init_options)};
+}
+template <>
 inline std::vector<size_t> released_sizes<ddp_collective_options>() {
     // 0.1: {struct_size, fusion_bytes}; 1.0: + timeout_s; 1.1: + cuda_stream; 1.2: + names.
     return {offsetof(ddp_collective_options, timeout_s), offsetof(ddp_collective_options, cuda_stream),

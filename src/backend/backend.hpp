@@ -116,6 +116,11 @@ public:
     /// that did not answer by `deadline` (dead, or busy outside libddp
     /// without a background thread). The own rank's entry stays empty.
     virtual std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline) = 0;
+    /// When a control message (a question, an answer, late or not, a
+    /// notice) last arrived from `peer`; empty when none has. A peer silent
+    /// now but heard from during the call is slow (a lossy or congested
+    /// network), not dead.
+    virtual std::optional<Clock::time_point> last_heard_from(int peer) = 0;
 
     /// Whether a background thread answers peers' questions (so a peer that
     /// does not answer is dead or hung, not merely busy computing).

@@ -36,12 +36,13 @@ Clock::time_point deadline_after(double seconds) {
     return now + duration_cast<Clock::duration>(duration<double>(seconds));
 }
 
-ControlPlane::ControlPlane(Backend& backend, double timeout_s, double stall_warning_s, size_t flight_recorder_size,
-                           std::string flight_recorder_dir)
+ControlPlane::ControlPlane(Backend& backend, double timeout_s, double stall_warning_s, double hang_grace_s,
+                           size_t flight_recorder_size, std::string flight_recorder_dir)
     : backend_(backend),
       recorder_(flight_recorder_size, std::move(flight_recorder_dir), backend.rank(), backend.size(), backend.name()),
       timeout_s_(timeout_s),
-      stall_warning_s_(stall_warning_s) {}
+      stall_warning_s_(stall_warning_s),
+      watched_(backend.rank(), hang_grace_s) {}
 
 CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s) {
     require_usable();
@@ -50,12 +51,18 @@ CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s) {
     in_call_.store(true, std::memory_order_release);
     recorder_.entered(sequence, static_cast<uint64_t>(kind));
     const double timeout = call_timeout_s > 0 ? call_timeout_s : timeout_s_;
-    return CallContext{kind, sequence, Clock::now(), deadline_after(timeout),
-                       deadline_after(stall_warning_s_), false};
+    CallContext call{kind, sequence, Clock::now(), deadline_after(timeout), deadline_after(stall_warning_s_), false};
+    // A reducer step spans the caller's computing between its marks: only
+    // its waits are watched.
+    watching_call_ = kind != CollectiveKind::reducer_step;
+    if (watching_call_) watched_.enter(static_cast<uint64_t>(kind), sequence, call.started, call.deadline);
+    return call;
 }
 
 void ControlPlane::end(bool failed) {
     recorder_.ended(sequence_.load(std::memory_order_relaxed), failed);
+    if (watching_call_) watched_.leave();
+    watching_call_ = false;
     in_call_.store(false, std::memory_order_release);
 }
 
@@ -111,6 +118,10 @@ void ControlPlane::fail_broken(const std::string& message, std::unique_ptr<Pendi
 
 void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, WaitStyle style) {
     if (!pending) return;
+    // Past the deadline plus the grace, a thread still in here is stuck (the
+    // async worker's waits, and a reducer step's, are watched only here).
+    const WatchedWaits::Scope watched(watched_, static_cast<uint64_t>(call.kind), call.sequence, call.started,
+                                      call.deadline);
     // Broken already (a timeout of an earlier bucket, ddp_comm_abort): no new wait.
     if (broken()) fail_broken("", std::move(pending));
     const trace::Span span(timeline_, "wait", trace::Row::work, call.sequence);
@@ -203,13 +214,24 @@ void ControlPlane::report_stall(CallContext& call) {
 }
 
 std::string ControlPlane::who_is_missing(const CallContext& call, Clock::time_point answer_deadline) {
+    const auto asked = Clock::now();
     const auto answers = backend_.ask_peers(answer_deadline);
+    const auto now = Clock::now();
     std::string missing, silent;
     for (size_t peer = 0; peer < answers.size(); ++peer) {
         if (static_cast<int>(peer) == backend_.rank()) continue;
         const std::string who = "rank " + std::to_string(peer);
         if (!answers[peer]) {
-            silent += (silent.empty() ? "" : ", ") + who;
+            // Heard from during this call (a question of its own, a late
+            // answer, a notice): alive, only its messages arrive late.
+            const auto heard = backend_.last_heard_from(static_cast<int>(peer));
+            if (heard && *heard >= call.started)
+                missing += (missing.empty() ? "" : "; ") + who + " is slow, not dead: it did not answer within " +
+                           seconds_text(duration<double>(now - asked).count()) + ", but a message of its own came " +
+                           seconds_text(duration<double>(now - *heard).count()) +
+                           " ago (a lossy or congested network, or an overloaded host)";
+            else
+                silent += (silent.empty() ? "" : ", ") + who;
             continue;
         }
         const PeerStatus& peer_status = *answers[peer];

@@ -14,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "control/collective_kind.hpp"
+#include "control/hang_watchdog.hpp"
 #include "trace/flight_recorder.hpp"
 #include "trace/timeline.hpp"
 
@@ -47,10 +48,12 @@ struct CallContext {
 
 class ControlPlane {
 public:
+    /// `hang_grace_s`: how long past a deadline a thread may stay inside
+    /// the backend before the hang watchdog ends the process (0: never).
     /// `flight_recorder_size` calls are kept (0: none); dumps go to
     /// `flight_recorder_dir` ("": the log).
-    ControlPlane(Backend& backend, double timeout_s, double stall_warning_s, size_t flight_recorder_size = 64,
-                 std::string flight_recorder_dir = {});
+    ControlPlane(Backend& backend, double timeout_s, double stall_warning_s, double hang_grace_s,
+                 size_t flight_recorder_size = 64, std::string flight_recorder_dir = {});
     ControlPlane(const ControlPlane&) = delete;
     ControlPlane& operator=(const ControlPlane&) = delete;
 
@@ -93,6 +96,11 @@ public:
     trace::FlightRecorder& flight_recorder() { return recorder_; }
     /// Records that ranks passed different calls and dumps the flight recorder.
     void record_mismatch(const CallContext& call, const std::string& message);
+    /// Holds ddp_finalize's wait for its peers to `deadline` (the hang
+    /// watchdog) while the scope lives.
+    WatchedWaits::Scope watch_finalize(Clock::time_point deadline) {
+        return WatchedWaits::Scope(watched_, 0, 0, Clock::now(), deadline);
+    }
 
 private:
     [[noreturn]] void give_up(CallContext& call, std::unique_ptr<Pending> pending);
@@ -128,6 +136,8 @@ private:
     mutable std::mutex broken_mutex_;
     std::string broken_message_;  // guarded by broken_mutex_
     ddp_status broken_status_ = DDP_ERR_TIMEOUT;  // guarded by broken_mutex_
+    WatchedWaits watched_;
+    bool watching_call_ = false;  ///< begin() entered watched_ (touched by the calling thread only)
 };
 
 /// Ends the control plane's record of a call however the call leaves.

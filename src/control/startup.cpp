@@ -12,7 +12,7 @@ namespace {
 // The ranks whose local step failed (this one included when
 // `this_rank_failed`), after one exchange held to `timeout_s`.
 std::vector<int> ranks_that_failed(Backend& backend, bool this_rank_failed, double timeout_s) {
-    ControlPlane control(backend, timeout_s, timeout_s);
+    ControlPlane control(backend, timeout_s, timeout_s, default_hang_grace_s);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
     const uint64_t mine = this_rank_failed ? 1 : 0;
     std::vector<std::vector<uint64_t>> all;
@@ -40,7 +40,7 @@ void fail_together(Backend& backend, const std::optional<Error>& mine, double ti
 }
 
 bool all_reach(Backend& backend, double seconds) {
-    ControlPlane control(backend, seconds, seconds);
+    ControlPlane control(backend, seconds, seconds, default_hang_grace_s);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
     try {
         control.wait(context, backend.start_finalize_barrier(), WaitStyle::for_peers);

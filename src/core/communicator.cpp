@@ -28,7 +28,7 @@ private:
 Communicator::Communicator(std::unique_ptr<Backend> backend, const Settings& settings, cuda::GpuAssignment gpu)
     : backend_(std::move(backend)),
       settings_(settings),
-      control_(*backend_, settings.timeout_s, settings.stall_warning_s,
+      control_(*backend_, settings.timeout_s, settings.stall_warning_s, settings.hang_grace_s,
                static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir),
       gpu_(std::move(gpu)),
       worker_([device = gpu_.device] {
@@ -97,8 +97,10 @@ bool Communicator::peers_reach_finalize() {
     // for it would only delay this process's exit. Without a background
     // responder, silence proves nothing, so only the timeout ends the wait.
     const bool silence_means_gone = control_.broken() && backend_->answers_in_background();
-    const auto give_up_at =
-        deadline_after(silence_means_gone ? std::max(settings_.timeout_s, broken_peer_wait_s) : settings_.timeout_s);
+    const double wait_s = silence_means_gone ? std::max(settings_.timeout_s, broken_peer_wait_s) : settings_.timeout_s;
+    const auto give_up_at = deadline_after(wait_s);
+    // The hang watchdog holds this wait to its end (a last question may start just before).
+    const auto watched = control_.watch_finalize(deadline_after(wait_s + answer_wait_s));
     for (auto next_question = Clock::now() + std::chrono::milliseconds(500);;) {
         backend_->poll_control();
         if (barrier->test()) return true;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/backend.hpp"
+#include "control/hang_watchdog.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -39,6 +40,9 @@ void check_init_options(const ddp_init_options& opts) {
     }
     if (!(opts.timeout_s >= 0) || std::isinf(opts.timeout_s))
         fail(DDP_ERR_INVALID_ARGUMENT, "opts->timeout_s must be a finite number >= 0 (0: default)");
+    if (std::isnan(opts.hang_watchdog_s) || std::isinf(opts.hang_watchdog_s))
+        fail(DDP_ERR_INVALID_ARGUMENT,
+             "opts->hang_watchdog_s must be a finite number (0: default, < 0: no hang watchdog)");
 }
 
 Settings resolve_settings(const ddp_init_options& opts) {
@@ -48,6 +52,9 @@ Settings resolve_settings(const ddp_init_options& opts) {
         settings.backend = decide_auto(backend_from_environment());
     settings.timeout_s = opts.timeout_s > 0 ? opts.timeout_s : env_seconds("DDP_TIMEOUT_S").value_or(1800.0);
     settings.stall_warning_s = env_seconds("DDP_STALL_WARN_S").value_or(60.0);
+    settings.hang_grace_s = opts.hang_watchdog_s > 0   ? opts.hang_watchdog_s
+                            : opts.hang_watchdog_s < 0 ? 0.0
+                                                       : hang_grace_from_environment();
     settings.fusion_bytes = env_bytes("DDP_FUSION_BYTES").value_or(settings.fusion_bytes);
     settings.log_threshold = log_threshold_from_environment();
     settings.timeline_path = env_string("DDP_TIMELINE").value_or("");

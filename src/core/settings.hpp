@@ -16,6 +16,7 @@ struct Settings {
     ddp_backend backend = DDP_BACKEND_AUTO;  ///< after auto is decided
     double timeout_s = 1800;
     double stall_warning_s = 60;
+    double hang_grace_s = 60;  ///< past a deadline, before the hang watchdog aborts (0: off)
     int64_t fusion_bytes = int64_t{1} << 20;  ///< the default when a call passes 0
     int log_threshold = DDP_LOG_INFO;
     /// DDP_TIMELINE: a timeline starts in ddp_init ("": none).

@@ -1,8 +1,9 @@
 """Writes a copy of ddp.h as a program built against the first libddp saw it:
 ddp_collective_options without the fields added since, timeout_s (1.0),
-cuda_stream (1.1) and names (1.2): the first released layout, {struct_size, fusion_bytes}.
-Fails loudly if the header no longer ends the struct with those fields, so
-the copy cannot silently drift.
+cuda_stream (1.1) and names (1.2): the first released layout, {struct_size, fusion_bytes};
+ddp_init_options without hang_watchdog_s (1.2). Fails loudly if the header
+no longer ends the structs with those fields, so the copy cannot silently
+drift.
 
     make_old_header.py include/ddp/ddp.h OUT.h
 """
@@ -20,4 +21,10 @@ if field is None or not struct.group(0).rstrip().endswith("const char* const* na
     sys.exit(f"{header}: timeout_s, cuda_stream and names are no longer ddp_collective_options' last fields; "
              "update this test")
 old_struct = struct.group(0).replace(field.group(0), "\n")
-open(out, "w").write(text.replace(struct.group(0), old_struct))
+text = text.replace(struct.group(0), old_struct)
+init = re.search(r"\n    /\*\* Seconds past a collective's deadline.*?\*/\n    double hang_watchdog_s;\n\} ddp_init_options;",
+                 text, re.S)
+if init is None:
+    sys.exit(f"{header}: hang_watchdog_s is no longer ddp_init_options' last field; update this test")
+text = text.replace(init.group(0), "\n} ddp_init_options;")
+open(out, "w").write(text)

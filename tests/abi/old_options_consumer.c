@@ -1,6 +1,7 @@
 /* A program compiled against the first header (make_old_header.py: no
- * ddp_collective_options.timeout_s or cuda_stream) runs against this library: _init must
- * not write past the old, smaller struct, and the library must read it. */
+ * ddp_collective_options.timeout_s or cuda_stream, no ddp_init_options.hang_watchdog_s)
+ * runs against this library: _init must not write past the old, smaller structs, and the
+ * library must read them. */
 #include <stdio.h>
 #include <string.h>
 
@@ -22,7 +23,10 @@ int main(void) {
     } guarded;
     size_t i;
     ddp_comm* world = NULL;
-    ddp_init_options init;
+    struct {
+        ddp_init_options opts;
+        unsigned char canary[32];
+    } init;
     float values[3] = {1, 2, 3};
     ddp_tensor tensor = {values, 3, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
 
@@ -33,9 +37,12 @@ int main(void) {
     CHECK(guarded.opts.fusion_bytes == 0);
     for (i = 0; i < sizeof guarded.canary; ++i) CHECK(guarded.canary[i] == 0xAB);
 
-    CHECK(ddp_init_options_init(&init, sizeof init) == DDP_OK);
-    init.backend = DDP_BACKEND_SELF;
-    CHECK(ddp_init(&init, &world) == DDP_OK);
+    CHECK(sizeof init.opts == 24); /* {struct_size, backend, mpi_comm_fortran, timeout_s} */
+    memset(&init, 0xAB, sizeof init);
+    CHECK(ddp_init_options_init(&init.opts, sizeof init.opts) == DDP_OK);
+    for (i = 0; i < sizeof init.canary; ++i) CHECK(init.canary[i] == 0xAB);
+    init.opts.backend = DDP_BACKEND_SELF;
+    CHECK(ddp_init(&init.opts, &world) == DDP_OK);
     guarded.opts.fusion_bytes = -1;
     CHECK(ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, &guarded.opts) == DDP_OK);
     CHECK(values[2] == 3);

@@ -93,7 +93,7 @@ TEST_F(NcclSetup, TheStandInLoads) {
 
 TEST_F(NcclSetup, ASetupThatNeverCompletesTimesOutAndAbortsNccl) {
     setenv("NCCL_STANDIN_MODE", "setup_hangs", 1);
-    ControlPlane control(*host, 0.3, 10);
+    ControlPlane control(*host, 0.3, 10, 0);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
     const int aborts = abort_count();
     const auto start = std::chrono::steady_clock::now();
@@ -111,7 +111,7 @@ TEST_F(NcclSetup, ASetupThatNeverCompletesTimesOutAndAbortsNccl) {
 
 TEST_F(NcclSetup, ASetupErrorQuotesNccl) {
     setenv("NCCL_STANDIN_MODE", "setup_fails", 1);
-    ControlPlane control(*host, 10, 10);
+    ControlPlane control(*host, 10, 10, 0);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
     const int aborts = abort_count();
     const std::string message = error_of([&] { NcclComm comm(*nccl, *host, control, context); }, DDP_ERR_BACKEND);
@@ -125,7 +125,7 @@ TEST_F(NcclSetup, ASetupErrorQuotesNccl) {
 
 TEST_F(NcclSetup, TheWatchdogAbortsOnAnAsyncErrorAndFailsLaterWork) {
     setenv("NCCL_STANDIN_MODE", "async_error", 1);
-    ControlPlane control(*host, 10, 10);
+    ControlPlane control(*host, 10, 10, 0);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
     NcclComm comm(*nccl, *host, control, context);
     control.end();

@@ -3,15 +3,31 @@
 // of hanging in MPI for ever, and its ddp_finalize returns in bounded time.
 // Run by run_killed_rank.sh under `mpirun --enable-recovery -np 2` with
 // DDP_TIMEOUT_S=2; the survivor prints one line the script checks.
+//
+// An optional argument (single, serialized, multiple) initializes MPI at
+// that thread level before ddp_init, which keeps it: docs/multinode.md
+// measures how often Open MPI's TCP transport deadlocks at each.
+#include <mpi.h>
+
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 #include <vector>
 
 #include "ddp/ddp.h"
 
-int main() {
+int main(int argc, char** argv) {
+    if (argc > 1) {
+        const char* names[] = {"single", "funneled", "serialized", "multiple"};
+        const int levels[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE};
+        int wanted = -1, provided = 0;
+        for (int i = 0; i < 4; ++i)
+            if (std::strcmp(argv[1], names[i]) == 0) wanted = levels[i];
+        if (wanted < 0) return 2;
+        MPI_Init_thread(&argc, &argv, wanted, &provided);
+    }
     ddp_comm* world = nullptr;
     if (ddp_init(nullptr, &world) != DDP_OK) return 2;
     int32_t rank = 0;

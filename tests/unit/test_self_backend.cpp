@@ -3,6 +3,8 @@
 // init/finalize life cycle, and each kind of bad input.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -232,6 +234,14 @@ TEST(Lifecycle, BadInitOptions) {
     opts.timeout_s = -1;
     EXPECT_EQ(ddp_init(&opts, &world), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("timeout_s"));
+    ddp_init_options_init(&opts, sizeof opts);
+    opts.hang_watchdog_s = std::nan("");
+    EXPECT_EQ(ddp_init(&opts, &world), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(mentions("opts->hang_watchdog_s must be a finite number"));
+    setenv("DDP_HANG_WATCHDOG_S", "soon", 1);
+    EXPECT_EQ(ddp_init(nullptr, &world), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(mentions("DDP_HANG_WATCHDOG_S='soon' is neither a positive number of seconds nor 0 or off"));
+    unsetenv("DDP_HANG_WATCHDOG_S");
     setenv("DDP_BACKEND", "carrier-pigeon", 1);
     EXPECT_EQ(ddp_init(nullptr, &world), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(mentions("DDP_BACKEND='carrier-pigeon'"));

@@ -243,6 +243,7 @@ struct ddp_init_options
     backend::ddp_backend
     mpi_comm_fortran::Int64
     timeout_s::Cdouble
+    hang_watchdog_s::Cdouble
 end
 
 """

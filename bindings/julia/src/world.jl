@@ -40,7 +40,8 @@ function Init(; backend::Symbol = :auto, mpi_comm_fortran::Integer = LibDDP.DDP_
     opts = Ref{LibDDP.ddp_init_options}()
     check(LibDDP.ddp_init_options_init(opts, sizeof(LibDDP.ddp_init_options)))
     opts[] = LibDDP.ddp_init_options(opts[].struct_size, BACKENDS[backend],
-                                     Int64(mpi_comm_fortran), Float64(timeout_s))
+                                     Int64(mpi_comm_fortran), Float64(timeout_s),
+                                     opts[].hang_watchdog_s)
     handle = Ref{Ptr{LibDDP.ddp_comm}}(C_NULL)
     check(LibDDP.ddp_init(opts, handle))
     WORLD[] = Communicator(handle[])

@@ -151,6 +151,7 @@ class ddp_init_options(ctypes.Structure):
         ("backend", ctypes.c_int),
         ("mpi_comm_fortran", ctypes.c_int64),
         ("timeout_s", ctypes.c_double),
+        ("hang_watchdog_s", ctypes.c_double),
     ]
 
 

@@ -245,6 +245,7 @@ public:
         MPI_Comm_size(node, &local_size_);
         MPI_Comm_free(&node);
         user_ops_ = std::make_unique<UserOps>();
+        heard_.assign(static_cast<size_t>(size_), Clock::time_point::min());
         post_control_receives();
     }
 
@@ -355,6 +356,7 @@ public:
         MPI_Status status;
         check(MPI_Test(&query_receive_, &done, &status), "MPI_Test");
         if (done) {
+            heard(status.MPI_SOURCE);
             const PeerStatus mine = status_ ? status_() : PeerStatus{};
             // The asker's nonce comes back so it can tell this answer from a late one.
             auto& reply = replies_.emplace_back();
@@ -369,6 +371,7 @@ public:
         if (done) {
             const AbortNotice arrived{static_cast<int>(abort_words_[0]), abort_words_[1], abort_words_[2],
                                       static_cast<AbortNotice::Reason>(abort_words_[3])};
+            heard(arrived.from_rank);
             // The first notice stays, except that a peer that stopped (gave up,
             // aborted, failed on its GPU) outranks one that merely finalized:
             // the first may break calls the second still lets finish.
@@ -436,6 +439,7 @@ public:
                 int done = 0;
                 check(MPI_Test(&receipt.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
                 if (!done) continue;
+                heard(receipt.peer);
                 if (receipt.words[0] != nonce_) {  // a late answer to an earlier question
                     check(MPI_Irecv(receipt.words.data(), 4, MPI_UINT64_T, receipt.peer, reply_tag, control_,
                                     &receipt.request),
@@ -456,6 +460,13 @@ public:
         }
         replies_.splice(replies_.end(), questions);  // sends still in flight finish in later polls
         return answers;
+    }
+
+    std::optional<Clock::time_point> last_heard_from(int peer) override {
+        std::lock_guard lock(control_mutex_);
+        const Clock::time_point when = heard_.at(static_cast<size_t>(peer));
+        if (when == Clock::time_point::min()) return std::nullopt;
+        return when;
     }
 
     bool answers_in_background() const override { return responder_.joinable(); }
@@ -510,6 +521,11 @@ private:
         return user != MPI_OP_NULL ? user : mpi_builtin_op(op);
     }
 
+    /// Notes that a control message came from `peer` (control_mutex_ held).
+    void heard(int peer) {
+        if (peer >= 0 && peer < size_) heard_[static_cast<size_t>(peer)] = Clock::now();
+    }
+
     void post_control_receives() {
         check(MPI_Irecv(&query_word_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, query_tag, control_, &query_receive_),
               "MPI_Irecv");
@@ -545,6 +561,7 @@ private:
     std::optional<AbortNotice> notice_;
     std::atomic<bool> has_notice_{false};
     uint64_t nonce_ = 0;
+    std::vector<Clock::time_point> heard_;  ///< per peer; min(): never
     std::vector<std::unique_ptr<Pending>> abandoned_;
 
     std::mutex responder_mutex_;

@@ -108,6 +108,7 @@ public:
     std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline) override {
         return host_->ask_peers(deadline);
     }
+    std::optional<Clock::time_point> last_heard_from(int peer) override { return host_->last_heard_from(peer); }
     bool answers_in_background() const override { return host_->answers_in_background(); }
     std::unique_ptr<Pending> start_finalize_barrier() override { return host_->start_finalize_barrier(); }
 
@@ -261,7 +262,7 @@ std::optional<Error> local_problem(const cuda::GpuAssignment& gpu, GpuIdentity& 
 /// (NCCL 2.30 or newer with NCCL_MULTI_RANK_GPU_ENABLE=1).
 void check_gpus_distinct(Backend& host, const GpuIdentity& mine, double timeout_s) {
     const uint64_t words[3] = {mine.uuid[0], mine.uuid[1], mine.may_share ? 1u : 0u};
-    ControlPlane control(host, timeout_s, timeout_s);
+    ControlPlane control(host, timeout_s, timeout_s, default_hang_grace_s);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
     std::vector<std::vector<uint64_t>> all;
     control.wait(context, host.start_allgather_u64(words, all), WaitStyle::for_peers);
@@ -293,7 +294,7 @@ std::unique_ptr<Backend> make_nccl_backend(std::unique_ptr<Backend>& host, const
     std::unique_ptr<NcclComm> comm;
     std::optional<Error> setup_error;
     {
-        ControlPlane control(*host, timeout_s, timeout_s);
+        ControlPlane control(*host, timeout_s, timeout_s, default_hang_grace_s);
         CallContext context = control.begin(CollectiveKind::barrier, 0);
         try {
             comm = std::make_unique<NcclComm>(nccl, *host, control, context);

@@ -37,6 +37,7 @@ public:
     std::optional<AbortNotice> abort_notice() override { return std::nullopt; }
     void send_abort(const AbortNotice&) override {}
     std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point) override { return {std::nullopt}; }
+    std::optional<Clock::time_point> last_heard_from(int) override { return std::nullopt; }
 
     bool answers_in_background() const override { return true; }
     std::unique_ptr<Pending> start_finalize_barrier() override { return nullptr; }

@@ -1,0 +1,202 @@
+#!/bin/bash
+# Usage: run_case.sh CASE BUILD_DIR. One multi-node case on simulated nodes
+# (cluster.sh): exits 0 when it passed, 1 when it failed, 77 (skipped) where
+# simulated nodes cannot run (not root, no namespaces), saying why.
+#
+# Cases: placement_2x2, placement_3x1 (host name, rank and local rank per
+# node), collectives_2x2, collectives_3x1 (tests/mpi's collectives, exact),
+# example_2x2 (the C example trains), and faults on 3 nodes x 1 rank in a
+# loop of allreduces (node_rank.cpp). Injected once every rank is in its
+# loop: link_down (node2's link down for good), kill (rank 1 SIGKILLed), flap
+# (node2's link down for 4 s: nothing may fail). Made before the job starts,
+# and nothing may fail: slow_link (node1's link throttled to 20 Mbit/s both
+# ways; the kernel here has no netem delay) and loss (3% of node1's packets
+# dropped each way by iptables' statistic match). link_down and kill print
+# how long after the fault the last rank returned and the job (mpirun) ended.
+set -u
+case_name=$1
+build=$(cd "$2" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+export DDP_MN_PREFIX="ddpmn$$x$RANDOM"
+DDP_MN_OUT=$(mktemp -d /tmp/ddp-multinode.XXXXXX)
+export DDP_MN_OUT
+export DDP_TIMEOUT_S=${DDP_TIMEOUT_S:-30} DDP_HANG_WATCHDOG_S=${DDP_HANG_WATCHDOG_S:-3}
+export DDP_STALL_WARN_S=${DDP_STALL_WARN_S:-60} DDP_BACKEND=mpi
+# Meson's MALLOC_PERTURB_ can make mpirun itself crash after a rank died
+# (Open MPI's bug, tests/mpi/run_killed_rank.sh): only the ranks get it.
+export DDP_MN_PERTURB=${MALLOC_PERTURB_:-}
+unset MALLOC_PERTURB_
+# shellcheck source=cluster.sh
+. "$here/cluster.sh"
+
+trap 'cluster_down; rm -rf "$DDP_MN_OUT"' EXIT
+trap 'exit 1' INT TERM HUP
+why=$(cluster_unavailable)
+if [ -n "$why" ]; then
+    echo "SKIPPED: simulated nodes cannot run here: $why"
+    exit 77
+fi
+
+fail() {
+    echo "FAILED ($case_name): $*"
+    cat "$DDP_MN_OUT"/rank*.result 2>/dev/null
+    exit 1
+}
+now() { date +%s.%N; }
+
+# place_ok NP NODES SLOTS: every rank ran on its node (by slot) with the
+# right local rank and local size.
+place_ok() {
+    local np=$1 per_node=$3 r host rank local lsize pid
+    for ((r = 0; r < np; r++)); do
+        [ -f "$DDP_MN_OUT/rank$r.place" ] || fail "rank $r wrote no placement"
+        read -r host rank local lsize pid <"$DDP_MN_OUT/rank$r.place"
+        echo "rank $rank on $host: local rank $local of $lsize"
+        [ "$host" = "node$((r / per_node))" ] || fail "rank $r ran on $host, not node$((r / per_node))"
+        [ "$local" = $((r % per_node)) ] && [ "$lsize" = "$per_node" ] ||
+            fail "rank $r has local rank $local of $lsize, not $((r % per_node)) of $per_node"
+    done
+}
+
+# results_are STATUS RANKS...: each rank's loop ended with STATUS (DDP_OK:
+# every result exact); raises $last_return to the latest return time.
+last_return=0
+results_are() {
+    local want=$1 r status when calls wrong
+    shift
+    for r in "$@"; do
+        [ -f "$DDP_MN_OUT/rank$r.result" ] || fail "rank $r wrote no result"
+        read -r status when calls wrong _ <"$DDP_MN_OUT/rank$r.result"
+        echo "rank $r: $status after $calls calls, $wrong wrong elements"
+        [ "$status" = "$want" ] || fail "rank $r ended with $status, not $want"
+        [ "$wrong" = 0 ] || fail "rank $r saw $wrong wrong elements"
+        last_return=$(echo "if ($when > $last_return) $when else $last_return" | bc)
+    done
+}
+
+# start_loop NP CALLS [MPIRUN ARGS] (CALLS 0: until a call fails): node_rank in the background, output in
+# $DDP_MN_OUT/log; returns once every rank is in its loop (2 s after placing).
+start_loop() {
+    local np=$1 calls=$2
+    shift 2
+    timeout -s KILL 120 bash -c "$(declare -f cluster_mpirun); subnet=$subnet here=$here cluster_mpirun $np $* \
+        $build/tests/multinode/mn_node_rank $calls" >"$DDP_MN_OUT/log" 2>&1 &
+    mpirun_pid=$!
+    for ((t = 0; t < 600; t++)); do
+        [ "$(ls "$DDP_MN_OUT"/rank*.place 2>/dev/null | wc -l)" -ge "$np" ] && break
+        kill -0 "$mpirun_pid" 2>/dev/null || { cat "$DDP_MN_OUT/log"; fail "mpirun ended before every rank started"; }
+        sleep 0.1
+    done
+    sleep 2
+}
+
+# finish_fault FAULT_TIME JOB_BOUND: waits for mpirun; prints the times.
+finish_fault() {
+    local fault=$1 bound=$2
+    wait "$mpirun_pid"
+    mpirun_status=$?
+    local ended
+    ended=$(now)
+    job_s=$(echo "$ended - $fault" | bc)
+    cat "$DDP_MN_OUT/log" | grep -v "^\s*$" | tail -n 15
+    [ "$mpirun_status" != 137 ] || fail "mpirun did not end within 120 s"
+    awk -v j="$job_s" -v b="$bound" 'BEGIN { exit !(j < b) }' || fail "the job ended $job_s s after the fault (bound $bound s)"
+}
+
+measure() {
+    printf 'MEASURE %s: last rank returned %.1f s after the fault, the job ended %.1f s after it\n' \
+        "$case_name" "$(echo "$last_return - $1" | bc)" "$job_s"
+}
+
+case $case_name in
+placement_2x2 | placement_3x1 | collectives_2x2 | collectives_3x1 | example_2x2)
+    if [ "${case_name#*_}" = 2x2 ]; then nodes=2 slots=2; else nodes=3 slots=1; fi
+    np=$((nodes * slots))
+    cluster_up "$nodes"
+    case $case_name in
+    placement_*) program="$build/tests/multinode/mn_node_rank 20" ;;
+    collectives_*) program="$build/tests/mpi/mpi_collectives" ;;
+    example_*) program="$build/examples/c/train_mlp" ;;
+    esac
+    # shellcheck disable=SC2086 # the program and its argument
+    timeout -s KILL 300 bash -c "$(declare -f cluster_mpirun); subnet=$subnet here=$here cluster_mpirun $np $program" \
+        >"$DDP_MN_OUT/log" 2>&1
+    status=$?
+    tail -n 20 "$DDP_MN_OUT/log"
+    [ "$status" = 0 ] || fail "mpirun exited with $status"
+    if [ "${case_name%_*}" = placement ]; then
+        place_ok "$np" "$nodes" "$slots"
+        results_are DDP_OK $(seq 0 $((np - 1)))
+    fi
+    ;;
+link_down)
+    slots=1
+    cluster_up 3
+    export DDP_TIMEOUT_S=5
+    start_loop 3 0
+    fault=$(now)
+    ip -n "$DDP_MN_PREFIX-switch" link set port2 down
+    finish_fault "$fault" 40
+    results_are DDP_ERR_TIMEOUT 0 1 2
+    measure "$fault"
+    ;;
+kill)
+    slots=1
+    cluster_up 3
+    export DDP_TIMEOUT_S=5
+    start_loop 3 0 --enable-recovery
+    read -r _ _ _ _ pid <"$DDP_MN_OUT/rank1.place"
+    fault=$(now)
+    kill -KILL "$pid"
+    finish_fault "$fault" 40
+    # A survivor reports the timeout, or Open MPI's TCP transport left its
+    # thread stuck and the hang watchdog ended it (its line names the call).
+    for r in 0 2; do
+        if grep -q "\[ddp rank $r\] FATAL hang watchdog: allreduce" "$DDP_MN_OUT/log"; then
+            echo "rank $r: ended by the hang watchdog (counted as returning when the job ended)"
+            last_return=$(echo "$fault + $job_s" | bc)
+        else
+            results_are DDP_ERR_TIMEOUT "$r"
+        fi
+    done
+    measure "$fault"
+    ;;
+flap)
+    slots=1
+    cluster_up 3
+    start_loop 3 500
+    fault=$(now)
+    ip -n "$DDP_MN_PREFIX-switch" link set port2 down
+    sleep 4
+    ip -n "$DDP_MN_PREFIX-switch" link set port2 up
+    finish_fault "$fault" 60
+    [ "$mpirun_status" = 0 ] || fail "mpirun exited with $mpirun_status"
+    results_are DDP_OK 0 1 2
+    ;;
+slow_link | loss)
+    # Conditions rather than events: made before the job starts, so that
+    # every call (and the launch itself) meets them.
+    slots=1
+    cluster_up 3
+    if [ "$case_name" = slow_link ]; then
+        ip netns exec "$DDP_MN_PREFIX-node1" tc qdisc add dev eth0 root tbf rate 20mbit burst 32kbit latency 400ms &&
+            ip netns exec "$DDP_MN_PREFIX-switch" tc qdisc add dev port1 root tbf rate 20mbit burst 32kbit latency 400ms ||
+            fail "tc could not throttle the link"
+    else
+        command -v iptables >/dev/null || fail "needs iptables (scripts/install-deps installs it)"
+        for chain in INPUT OUTPUT; do
+            ip netns exec "$DDP_MN_PREFIX-node1" iptables -A "$chain" -m statistic --mode random --probability 0.03 \
+                -j DROP || fail "iptables could not drop packets"
+        done
+    fi
+    start_loop 3 $([ "$case_name" = slow_link ] && echo 50 || echo 300)
+    finish_fault "$(now)" 120
+    [ "$mpirun_status" = 0 ] || fail "mpirun exited with $mpirun_status"
+    results_are DDP_OK 0 1 2
+    ;;
+*)
+    echo "unknown case $case_name"
+    exit 2
+    ;;
+esac
+echo "PASSED ($case_name)"
