@@ -8,6 +8,7 @@ and numbers come back as new values in the returned tree. The op defaults to
 for by name (op="avg") or through allreduce_gradients.
 """
 import ctypes
+import math
 import re
 import sys
 
@@ -56,7 +57,7 @@ def stream_handle(stream):
                     f"(CuPy, PyTorch), got {type(stream).__name__}")
 
 
-def init(comm=None, backend="auto", timeout=None, log_to_python=True):
+def init(comm=None, backend="auto", timeout=None, log_to_python=True, hang_watchdog=None):
     """Starts libddp and returns the world Communicator. It is finalized at
     interpreter exit unless the program finalizes it first (finalize(), or
     `with ddp.init() as comm:`). Without a launcher it is a single rank, and
@@ -67,7 +68,10 @@ def init(comm=None, backend="auto", timeout=None, log_to_python=True):
     timeout: seconds a collective waits for every rank (default: DDP_TIMEOUT_S,
     else 1800). log_to_python: libddp's log lines are printed on stderr until
     the program configures logging, then go to logging.getLogger("ddp");
-    False leaves them to libddp (stderr)."""
+    False leaves them to libddp (stderr). hang_watchdog: seconds past a call's
+    deadline that its thread may stay inside MPI before the process is aborted
+    with a message naming the call, so that the launcher ends the job (default:
+    DDP_HANG_WATCHDOG_S, else 60); False turns it off."""
     global _world
     if backend not in BACKEND_OF_NAME:
         raise ValueError(f"backend {backend!r}: expected one of {', '.join(BACKEND_OF_NAME)}")
@@ -82,6 +86,14 @@ def init(comm=None, backend="auto", timeout=None, log_to_python=True):
         if not timeout > 0:
             raise ValueError(f"timeout {timeout!r}: must be a positive number of seconds")
         options.timeout_s = timeout
+    if hang_watchdog is False:
+        options.hang_watchdog_s = -1
+    elif hang_watchdog is not None:
+        if isinstance(hang_watchdog, bool) or not isinstance(hang_watchdog, (int, float)) or \
+                not 0 < hang_watchdog < math.inf:
+            raise ValueError(f"hang_watchdog {hang_watchdog!r}: must be a positive, finite number "
+                             "of seconds, or False for off")
+        options.hang_watchdog_s = hang_watchdog
     if log_to_python:
         _log_bridge.route_to_logging()
     handle = ctypes.POINTER(_ffi.ddp_comm)()

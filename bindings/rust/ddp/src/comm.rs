@@ -79,6 +79,23 @@ pub struct InitOptions {
     /// How long a collective waits for every rank; `None`: `DDP_TIMEOUT_S`
     /// or 1800 s. Per call: [`CollectiveOptions::timeout`].
     pub timeout: Option<Duration>,
+    /// The last-resort hang watchdog; default [`HangWatchdog::FromEnvironment`].
+    pub hang_watchdog: HangWatchdog,
+}
+
+/// The hang watchdog ends the process, with one line naming the call, when a
+/// thread stays inside MPI this long past its call's deadline (a thread inside
+/// MPI never sees its deadline, e.g. Open MPI's TCP transport after a peer
+/// died), so that the launcher ends the job, as PyTorch's NCCL watchdog does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HangWatchdog {
+    /// `DDP_HANG_WATCHDOG_S` (`0` or `off` there: no watchdog), else 60 s.
+    #[default]
+    FromEnvironment,
+    /// This grace past the deadline (must be more than zero).
+    After(Duration),
+    /// No watchdog: a thread stuck inside MPI stays stuck.
+    Off,
 }
 
 /// Log levels of [`Comm::log`] (the numbers are Python's).
@@ -165,6 +182,16 @@ impl Comm {
         };
         opts.mpi_comm_fortran = options.mpi_comm_fortran.unwrap_or(ddp_sys::DDP_NO_MPI_COMM);
         opts.timeout_s = options.timeout.map_or(0.0, |timeout| timeout.as_secs_f64());
+        opts.hang_watchdog_s = match options.hang_watchdog {
+            HangWatchdog::FromEnvironment => 0.0,
+            HangWatchdog::Off => -1.0,
+            HangWatchdog::After(grace) if grace.is_zero() => {
+                return Err(Error::invalid_argument(
+                    "hang_watchdog: HangWatchdog::After needs a grace of more than zero",
+                ))
+            }
+            HangWatchdog::After(grace) => grace.as_secs_f64(),
+        };
         crate::logging::route_if_logger_installed();
         let mut raw = ptr::null_mut();
         check(unsafe { ddp_sys::ddp_init(&opts, &mut raw) })?;

@@ -46,7 +46,7 @@ mod tensors;
 mod timeline;
 
 pub use collectives::{Collectives, Replicas};
-pub use comm::{Backend, Comm, InitOptions, LogLevel, Op};
+pub use comm::{Backend, Comm, HangWatchdog, InitOptions, LogLevel, Op};
 pub use element::Element;
 pub use error::{Error, ErrorKind, Result};
 pub use half;

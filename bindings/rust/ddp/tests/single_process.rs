@@ -6,8 +6,8 @@ use ddp::half::{bf16, f16};
 use std::time::Duration;
 
 use ddp::{
-    Backend, CollectiveOptions, Comm, DeviceSlice, ErrorKind, InitOptions, LogLevel, Op, Sampler, ShardOptions,
-    Strategy, TensorList,
+    Backend, CollectiveOptions, Comm, DeviceSlice, ErrorKind, HangWatchdog, InitOptions, LogLevel, Op, Sampler,
+    ShardOptions, Strategy, TensorList,
 };
 
 /// libddp has one live world per process; tests take turns.
@@ -258,6 +258,23 @@ fn second_world_and_finalized_comm() {
     let err = Comm::init_with(&opts).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::AlreadyInitialized);
     comm.finalize().unwrap();
+}
+
+#[test]
+fn hang_watchdog_settings_reach_init() {
+    let _turn = WORLD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let zero = InitOptions {
+        backend: Backend::Self_,
+        hang_watchdog: HangWatchdog::After(Duration::ZERO),
+        ..Default::default()
+    };
+    let err = Comm::init_with(&zero).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.message().contains("hang_watchdog"), "{}", err.message());
+    for hang_watchdog in [HangWatchdog::Off, HangWatchdog::After(Duration::from_millis(1500))] {
+        let opts = InitOptions { backend: Backend::Self_, hang_watchdog, ..Default::default() };
+        Comm::init_with(&opts).unwrap().finalize().unwrap();
+    }
 }
 
 #[test]
