@@ -57,6 +57,18 @@ def stream_handle(stream):
                     f"(CuPy, PyTorch), got {type(stream).__name__}")
 
 
+
+def _allreduce_arguments(call, tensors, op, fusion_bytes, stream, timeout):
+    """What allreduce and allreduce_async hand libddp: the tree's leaves staged
+    as a tensor list, the op and the options; and how to rebuild the tree."""
+    leaves, rebuild = _trees.flatten(tensors)
+    reduce_op = op_value(op)
+    stream = stream_handle(stream)
+    staging = Staging(leaves, writes=True, averaging=reduce_op == _ffi.DDP_OP_AVG)
+    tensor_list = call.tensor_list(staging.buffers, True, stream)
+    options = collective_options(fusion_bytes, stream, timeout, _leaf_names.of(tensors, leaves))
+    return rebuild, reduce_op, staging, tensor_list, options
+
 def init(comm=None, backend="auto", timeout=None, log_to_python=True, hang_watchdog=None):
     """Starts libddp and returns the world Communicator. It is finalized at
     interpreter exit unless the program finalizes it first (finalize(), or
@@ -175,13 +187,8 @@ class Communicator:
         ordered on (default: the legacy default stream); see ddp.h.
         timeout: seconds this call may take (default: the communicator's)."""
         with self._checked("allreduce", tensors, "tensors", timeout) as call:
-            leaves, rebuild = _trees.flatten(tensors)
-            reduce_op = op_value(op)
-            stream = stream_handle(stream)
-            staging = Staging(leaves, writes=True, averaging=reduce_op == _ffi.DDP_OP_AVG)
-            tensor_list = call.tensor_list(staging.buffers, True, stream)
-            options = collective_options(fusion_bytes, stream, timeout,
-                                         _leaf_names.of(tensors, leaves))
+            rebuild, reduce_op, staging, tensor_list, options = _allreduce_arguments(
+                call, tensors, op, fusion_bytes, stream, timeout)
         call.run(_ffi.ddp_allreduce_tensor_list, self._handle, tensor_list.array,
                  len(tensor_list), reduce_op, options)
         return staging.rebuilt(tensors, rebuild)
@@ -205,13 +212,8 @@ class Communicator:
         then. GPU arrays: see allreduce's stream, and Request.wait_on(stream)."""
         _free_finished_abandoned()
         with self._checked("allreduce", tensors, "tensors", timeout) as call:
-            leaves, rebuild = _trees.flatten(tensors)
-            reduce_op = op_value(op)
-            stream = stream_handle(stream)
-            staging = Staging(leaves, writes=True, averaging=reduce_op == _ffi.DDP_OP_AVG)
-            tensor_list = call.tensor_list(staging.buffers, True, stream)
-            options = collective_options(fusion_bytes, stream, timeout,
-                                         _leaf_names.of(tensors, leaves))
+            rebuild, reduce_op, staging, tensor_list, options = _allreduce_arguments(
+                call, tensors, op, fusion_bytes, stream, timeout)
         request = ctypes.POINTER(_ffi.ddp_request)()
         _ffi.ddp_allreduce_tensor_list_async(self._handle, tensor_list.array, len(tensor_list),
                                              reduce_op, options, request)
