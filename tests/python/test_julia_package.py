@@ -215,6 +215,8 @@ def test_project_toml_is_a_registrable_package_with_its_extensions():
     dependencies = {**project["deps"], **project["weakdeps"]}
     assert set(dependencies) - {"Libdl"} <= set(project["compat"]), "compat for every dependency"
     assert "julia" in project["compat"]
+    assert set(project["weakdeps"]) <= set(project["extras"]), \
+        "weak dependencies also in [extras]: Pkg before 1.9 refuses compat for packages it cannot see"
     for extension, triggers in project["extensions"].items():
         triggers = [triggers] if isinstance(triggers, str) else triggers
         assert set(triggers) <= set(project["weakdeps"]), extension
