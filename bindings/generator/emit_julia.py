@@ -33,9 +33,9 @@ def parameter_name(name: str, owner: str) -> str:
 
 LIBRARY_LOOKUP = '''
 """
-    libddp_path()
+    libddp_handle()
 
-The libddp every function below calls, looked up when first called (never frozen at
+The libddp every function below calls, opened when first called (never frozen at
 precompile time), first match wins:
 
 1. `ENV["DDP_LIBRARY"]`, a path or a name for the dynamic loader;
@@ -45,25 +45,27 @@ precompile time), first match wins:
 4. `libddp.so.0` in the `libdir` that `pkg-config --variable=libdir ddp` names.
 
 A `DDP_LIBRARY` or preference that cannot be loaded is an error saying so, never a
-fallback to another libddp. `ccall` caches the result per call site, so the lookup
-runs once per session.
+fallback to another libddp. The handle is kept, so the lookup runs once per session.
 """
-function libddp_path()
-    path = LIBDDP_PATH[]
-    path === nothing || return path
+function libddp_handle()
+    handle = LIBDDP_HANDLE[]
+    handle == C_NULL || return handle
     preferred = preferred_path()
     found = if !isempty(get(ENV, "DDP_LIBRARY", ""))
         loadable(ENV["DDP_LIBRARY"], "the environment variable DDP_LIBRARY")
     elseif preferred !== nothing
         loadable(preferred, "the libddp_path preference of DDP in LocalPreferences.toml")
     else
-        system_or_pkg_config_path()
+        system_or_pkg_config_handle()
     end
-    LIBDDP_PATH[] = found
+    LIBDDP_HANDLE[] = found
     return found
 end
 
-const LIBDDP_PATH = Ref{Union{Nothing, String}}(nothing)
+const LIBDDP_HANDLE = Ref{Ptr{Cvoid}}(C_NULL)
+
+"""The path of the libddp `libddp_handle()` opened: which library this session calls."""
+libddp_path() = Libdl.dlpath(libddp_handle())
 const SYSTEM_NAME = Sys.isapple() ? "libddp.0.dylib" : "libddp.so.0"
 
 """The `libddp_path` preference of the DDP package, or `nothing` (Julia < 1.6: none)."""
@@ -75,31 +77,54 @@ function preferred_path()
     return path isa AbstractString ? String(path) : nothing
 end
 
-"""The path the loader opened `path` from, else an error naming where `path` came from."""
+"""The loader's handle of `path`, else an error naming where `path` came from."""
 function loadable(path::AbstractString, source::AbstractString)
     handle = Libdl.dlopen(path; throw_error = false)
     handle === nothing && error("libddp: cannot load $(repr(path)), named by $source; " *
                                 "point it at a libddp.so.0 that exists, or unset it")
-    return Libdl.dlpath(handle)
+    return handle
 end
 
 """The system's libddp, else the one in pkg-config's libdir, else an error naming both."""
-function system_or_pkg_config_path()
+function system_or_pkg_config_handle()
     handle = Libdl.dlopen(SYSTEM_NAME; throw_error = false)
-    handle === nothing || return Libdl.dlpath(handle)
+    handle === nothing || return handle
     pkg_config = Sys.which("pkg-config")
     libdir = pkg_config === nothing ? "" :
         strip(read(ignorestatus(`$pkg_config --variable=libdir ddp`), String))
     candidate = isempty(libdir) ? "" : joinpath(libdir, SYSTEM_NAME)
     handle = isempty(candidate) ? nothing : Libdl.dlopen(candidate; throw_error = false)
-    handle === nothing || return Libdl.dlpath(handle)
+    handle === nothing || return handle
     error("libddp: $SYSTEM_NAME is not on the system loader's path and " *
           (isempty(libdir) ? "pkg-config knows no package ddp" : "not loadable from pkg-config's libdir $libdir") *
           "; install libddp (meson install, then ldconfig) or set DDP_LIBRARY to its path")
 end
 
+"""
+    function_pointer(address, name)
+
+The address of libddp's function `name`, kept in `address` (one per function, in
+`ADDRESSES`) after the first call. Every call goes through such a pointer, not
+`@ccall library.name(...)`: Julia 1.5 takes only a constant library there,
+and the library here is found at run time.
+"""
+function function_pointer(address::Ref{Ptr{Cvoid}}, name::Symbol)
+    pointer = address[]
+    pointer == C_NULL || return pointer
+    handle = libddp_handle()
+    pointer = something(Libdl.dlsym(handle, name; throw_error = false), C_NULL)
+    pointer == C_NULL && error("libddp: $(Libdl.dlpath(handle)) has no function $name; " *
+                               "it is older than this package, point DDP_LIBRARY at a newer one")
+    address[] = pointer
+    return pointer
+end
+
 function __init__()
-    LIBDDP_PATH[] = nothing  # looked up again in every session
+    # Looked up again in every session: a precompiled image holds no handle or address.
+    LIBDDP_HANDLE[] = C_NULL
+    for address in ADDRESSES
+        address[] = C_NULL
+    end
 end
 '''
 
@@ -115,7 +140,8 @@ def docstring(text: str, signature: str | None = None) -> str:
 def emit(header: Header) -> str:
     out = [generated_notice(header) + '''"""
 The raw layer of libddp: every constant, enum, struct, handle and function of
-include/ddp/ddp.h under its C name, calling the library with `@ccall`, each function
+include/ddp/ddp.h under its C name, calling the library with `@ccall` through a
+function pointer looked up once (`function_pointer`), each function
 documented with the header's comment. Functions return the `ddp_status`; the DDP
 module around this one turns it into exceptions.
 """
@@ -147,6 +173,11 @@ using Libdl
         out += [f"    {f.name}::{julia_type(f.type)}" for f in s.fields]
         out.append("end")
     out.append("")
+    out.append("# Each function's address in libddp, filled by its first call (see function_pointer).")
+    out.append("const ADDRESSES = (")
+    out += [f"    {f.name} = Ref{{Ptr{{Cvoid}}}}(C_NULL)," for f in header.functions]
+    out.append(")")
+    out.append("")
     for p in header.function_pointers:
         out.append(f"# {julia_type(p.result)} (*{p.name})("
                    + ", ".join(julia_type(a.type) for a in p.params) + ")")
@@ -158,7 +189,8 @@ using Libdl
         if f.name in header.docs:
             out.append(docstring(header.docs[f.name], f"{f.name}({', '.join(names)})"))
         out.append(f"function {f.name}({', '.join(names)})")
-        out.append(f"    @ccall libddp_path().{f.name}({typed})::{julia_type(f.result)}")
+        out.append(f"    @ccall $(function_pointer(ADDRESSES.{f.name}, :{f.name}))"
+                   f"({typed})::{julia_type(f.result)}")
         out.append("end")
     out.append("\nend # module")
     return "\n".join(out) + "\n"

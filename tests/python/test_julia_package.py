@@ -175,15 +175,32 @@ def test_doc_comment_check_catches_a_missing_docstring():
     assert functions_without_their_header_comment(stripped.encode()) == ["ddp_barrier"]
 
 
+def generated_calls(source: str) -> dict[str, list[tuple[str, str]]]:
+    """Each generated `function ddp_x(` -> the (address, symbol) pairs its `@ccall`s go through."""
+    bodies = re.split(r"^function (ddp_\w+)\(", source, flags=re.M)[1:]
+    return {name: re.findall(r"@ccall \$\(function_pointer\(ADDRESSES\.(\w+), :(\w+)\)\)\(",
+                             body[:body.index("\nend\n")])
+            for name, body in zip(bodies[::2], bodies[1::2])}
+
+
 def test_generated_layer_looks_the_library_up_at_run_time():
     source = GENERATED.read_text()
-    calls = re.findall(r"@ccall (\S+?)\.ddp_\w+\(", source)
-    assert calls and set(calls) == {"libddp_path()"}, "every call resolves the library when run"
+    calls = generated_calls(source)
+    assert calls and all(pairs == [(name, name)] for name, pairs in calls.items()), \
+        "every function calls its own symbol through its own cached address"
+    assert len(re.findall(r"^\s*@ccall ", source, re.M)) == len(calls), "no @ccall other than those"
+    addresses = source[source.index("const ADDRESSES = ("):]
+    assert re.findall(r"^    (\w+) = Ref\{Ptr\{Cvoid\}\}\(C_NULL\),$",
+                      addresses[:addresses.index("\n)\n")], re.M) == list(calls), \
+        "one address per function, empty until its first call"
+    reset = source[source.index("function __init__()"):]
+    assert re.search(r"LIBDDP_HANDLE\[\] = C_NULL\n\s+for address in ADDRESSES\n\s+address\[\] = C_NULL",
+                     reset[:reset.index("\nend\n")]), "a new session opens the library and looks up again"
     assert not re.search(r"^const libddp\b", source, re.M), "no path frozen at precompile time"
-    lookup = source[source.index("function libddp_path()"):source.index("const LIBDDP_PATH")]
-    order = [lookup.index(s) for s in ('"DDP_LIBRARY"', 'loadable(preferred', 'system_or_pkg_config_path()')]
+    lookup = source[source.index("function libddp_handle()"):source.index("const LIBDDP_HANDLE")]
+    order = [lookup.index(s) for s in ('"DDP_LIBRARY"', 'loadable(preferred', 'system_or_pkg_config_handle()')]
     assert order == sorted(order), "DDP_LIBRARY, then the preference, then the system and pkg-config"
-    fallback = source[source.index("function system_or_pkg_config_path()"):]
+    fallback = source[source.index("function system_or_pkg_config_handle()"):]
     order = [fallback.index(s) for s in ("Libdl.dlopen(SYSTEM_NAME", "--variable=libdir ddp", "error(")]
     assert order == sorted(order), "the system loader, then pkg-config's libdir, then an error"
     assert "Base.get_preferences" in source and \
@@ -198,6 +215,8 @@ def test_project_toml_is_a_registrable_package_with_its_extensions():
     dependencies = {**project["deps"], **project["weakdeps"]}
     assert set(dependencies) - {"Libdl"} <= set(project["compat"]), "compat for every dependency"
     assert "julia" in project["compat"]
+    assert set(project["weakdeps"]) <= set(project["extras"]), \
+        "weak dependencies also in [extras]: Pkg before 1.9 refuses compat for packages it cannot see"
     for extension, triggers in project["extensions"].items():
         triggers = [triggers] if isinstance(triggers, str) else triggers
         assert set(triggers) <= set(project["weakdeps"]), extension

@@ -2,7 +2,8 @@
 # Do not edit: change the header and run bindings/generate.
 """
 The raw layer of libddp: every constant, enum, struct, handle and function of
-include/ddp/ddp.h under its C name, calling the library with `@ccall`, each function
+include/ddp/ddp.h under its C name, calling the library with `@ccall` through a
+function pointer looked up once (`function_pointer`), each function
 documented with the header's comment. Functions return the `ddp_status`; the DDP
 module around this one turns it into exceptions.
 """
@@ -11,9 +12,9 @@ module LibDDP
 using Libdl
 
 """
-    libddp_path()
+    libddp_handle()
 
-The libddp every function below calls, looked up when first called (never frozen at
+The libddp every function below calls, opened when first called (never frozen at
 precompile time), first match wins:
 
 1. `ENV["DDP_LIBRARY"]`, a path or a name for the dynamic loader;
@@ -23,25 +24,27 @@ precompile time), first match wins:
 4. `libddp.so.0` in the `libdir` that `pkg-config --variable=libdir ddp` names.
 
 A `DDP_LIBRARY` or preference that cannot be loaded is an error saying so, never a
-fallback to another libddp. `ccall` caches the result per call site, so the lookup
-runs once per session.
+fallback to another libddp. The handle is kept, so the lookup runs once per session.
 """
-function libddp_path()
-    path = LIBDDP_PATH[]
-    path === nothing || return path
+function libddp_handle()
+    handle = LIBDDP_HANDLE[]
+    handle == C_NULL || return handle
     preferred = preferred_path()
     found = if !isempty(get(ENV, "DDP_LIBRARY", ""))
         loadable(ENV["DDP_LIBRARY"], "the environment variable DDP_LIBRARY")
     elseif preferred !== nothing
         loadable(preferred, "the libddp_path preference of DDP in LocalPreferences.toml")
     else
-        system_or_pkg_config_path()
+        system_or_pkg_config_handle()
     end
-    LIBDDP_PATH[] = found
+    LIBDDP_HANDLE[] = found
     return found
 end
 
-const LIBDDP_PATH = Ref{Union{Nothing, String}}(nothing)
+const LIBDDP_HANDLE = Ref{Ptr{Cvoid}}(C_NULL)
+
+"""The path of the libddp `libddp_handle()` opened: which library this session calls."""
+libddp_path() = Libdl.dlpath(libddp_handle())
 const SYSTEM_NAME = Sys.isapple() ? "libddp.0.dylib" : "libddp.so.0"
 
 """The `libddp_path` preference of the DDP package, or `nothing` (Julia < 1.6: none)."""
@@ -53,31 +56,54 @@ function preferred_path()
     return path isa AbstractString ? String(path) : nothing
 end
 
-"""The path the loader opened `path` from, else an error naming where `path` came from."""
+"""The loader's handle of `path`, else an error naming where `path` came from."""
 function loadable(path::AbstractString, source::AbstractString)
     handle = Libdl.dlopen(path; throw_error = false)
     handle === nothing && error("libddp: cannot load $(repr(path)), named by $source; " *
                                 "point it at a libddp.so.0 that exists, or unset it")
-    return Libdl.dlpath(handle)
+    return handle
 end
 
 """The system's libddp, else the one in pkg-config's libdir, else an error naming both."""
-function system_or_pkg_config_path()
+function system_or_pkg_config_handle()
     handle = Libdl.dlopen(SYSTEM_NAME; throw_error = false)
-    handle === nothing || return Libdl.dlpath(handle)
+    handle === nothing || return handle
     pkg_config = Sys.which("pkg-config")
     libdir = pkg_config === nothing ? "" :
         strip(read(ignorestatus(`$pkg_config --variable=libdir ddp`), String))
     candidate = isempty(libdir) ? "" : joinpath(libdir, SYSTEM_NAME)
     handle = isempty(candidate) ? nothing : Libdl.dlopen(candidate; throw_error = false)
-    handle === nothing || return Libdl.dlpath(handle)
+    handle === nothing || return handle
     error("libddp: $SYSTEM_NAME is not on the system loader's path and " *
           (isempty(libdir) ? "pkg-config knows no package ddp" : "not loadable from pkg-config's libdir $libdir") *
           "; install libddp (meson install, then ldconfig) or set DDP_LIBRARY to its path")
 end
 
+"""
+    function_pointer(address, name)
+
+The address of libddp's function `name`, kept in `address` (one per function, in
+`ADDRESSES`) after the first call. Every call goes through such a pointer, not
+`@ccall library.name(...)`: Julia 1.5 takes only a constant library there,
+and the library here is found at run time.
+"""
+function function_pointer(address::Ref{Ptr{Cvoid}}, name::Symbol)
+    pointer = address[]
+    pointer == C_NULL || return pointer
+    handle = libddp_handle()
+    pointer = something(Libdl.dlsym(handle, name; throw_error = false), C_NULL)
+    pointer == C_NULL && error("libddp: $(Libdl.dlpath(handle)) has no function $name; " *
+                               "it is older than this package, point DDP_LIBRARY at a newer one")
+    address[] = pointer
+    return pointer
+end
+
 function __init__()
-    LIBDDP_PATH[] = nothing  # looked up again in every session
+    # Looked up again in every session: a precompiled image holds no handle or address.
+    LIBDDP_HANDLE[] = C_NULL
+    for address in ADDRESSES
+        address[] = C_NULL
+    end
 end
 
 const DDP_VERSION_MAJOR = 1
@@ -266,6 +292,51 @@ struct ddp_shard_options
     strategy::ddp_shard_strategy
 end
 
+# Each function's address in libddp, filled by its first call (see function_pointer).
+const ADDRESSES = (
+    ddp_status_name = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_last_error_message = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_version = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_version_string = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_init_options_init = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_init = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_finalize = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_rank = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_size = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_local_rank = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_local_size = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_device = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_backend_name = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_collective_options_init = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_allreduce_tensor_list = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_allreduce_tensor_list_async = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_request_wait = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_request_test = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_request_free = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_broadcast_tensor_list = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_reduce_tensor_list = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_sync_optimizer_state = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_check_replicas = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_barrier = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_timeline_start = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_timeline_stop = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_dump_flight_recorder = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_log = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_set_log_callback = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_shard_options_init = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_shard_count = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_shard_indices = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_comm_abort = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_report_invalid_call = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_request_stream_wait = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_reducer_create = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_reducer_gradient = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_reducer_mark_ready = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_reducer_wait = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_reducer_fail_step = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_reducer_free = Ref{Ptr{Cvoid}}(C_NULL),
+)
+
 # Cvoid (*ddp_log_callback)(Int32, Ptr{Cchar}, Ptr{Cvoid})
 const ddp_log_callback = Ptr{Cvoid}
 
@@ -275,7 +346,7 @@ const ddp_log_callback = Ptr{Cvoid}
 The enum's name as a static string ("DDP_ERR_MISMATCH"); never NULL.
 """
 function ddp_status_name(status)
-    @ccall libddp_path().ddp_status_name(status::ddp_status)::Ptr{Cchar}
+    @ccall $(function_pointer(ADDRESSES.ddp_status_name, :ddp_status_name))(status::ddp_status)::Ptr{Cchar}
 end
 
 """
@@ -285,7 +356,7 @@ The calling thread's last error message; "" when none. Never NULL. The
 pointer stays valid until the next libddp call on this thread.
 """
 function ddp_last_error_message()
-    @ccall libddp_path().ddp_last_error_message()::Ptr{Cchar}
+    @ccall $(function_pointer(ADDRESSES.ddp_last_error_message, :ddp_last_error_message))()::Ptr{Cchar}
 end
 
 """
@@ -294,7 +365,7 @@ end
 The run-time library version as DDP_VERSION_NUMBER would compute it.
 """
 function ddp_version()
-    @ccall libddp_path().ddp_version()::UInt32
+    @ccall $(function_pointer(ADDRESSES.ddp_version, :ddp_version))()::UInt32
 end
 
 """
@@ -303,7 +374,7 @@ end
 The run-time library version as "major.minor.patch".
 """
 function ddp_version_string()
-    @ccall libddp_path().ddp_version_string()::Ptr{Cchar}
+    @ccall $(function_pointer(ADDRESSES.ddp_version_string, :ddp_version_string))()::Ptr{Cchar}
 end
 
 """
@@ -316,7 +387,7 @@ program sees it. DDP_ERR_INVALID_ARGUMENT when `opts` is NULL or
 this library's (a program built against a newer header).
 """
 function ddp_init_options_init(opts, struct_size)
-    @ccall libddp_path().ddp_init_options_init(opts::Ptr{ddp_init_options}, struct_size::UInt32)::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_init_options_init, :ddp_init_options_init))(opts::Ptr{ddp_init_options}, struct_size::UInt32)::ddp_status
 end
 
 """
@@ -342,7 +413,7 @@ NCCL not found or too old, or two ranks on one GPU), DDP_ERR_TIMEOUT (the
 NCCL communicator was not set up within the timeout), DDP_ERR_BACKEND.
 """
 function ddp_init(opts, world)
-    @ccall libddp_path().ddp_init(opts::Ptr{ddp_init_options}, world::Ptr{Ptr{ddp_comm}})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_init, :ddp_init))(opts::Ptr{ddp_init_options}, world::Ptr{Ptr{ddp_comm}})::ddp_status
 end
 
 """
@@ -357,7 +428,7 @@ Collective when MPI is finalized (MPI_Finalize is).
 Returns DDP_ERR_INVALID_ARGUMENT for NULL, DDP_ERR_BACKEND.
 """
 function ddp_finalize(world)
-    @ccall libddp_path().ddp_finalize(world::Ptr{ddp_comm})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_finalize, :ddp_finalize))(world::Ptr{ddp_comm})::ddp_status
 end
 
 """
@@ -366,7 +437,7 @@ end
 This process's rank in the communicator, 0-based.
 """
 function ddp_rank(comm, rank)
-    @ccall libddp_path().ddp_rank(comm::Ptr{ddp_comm}, rank::Ptr{Int32})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_rank, :ddp_rank))(comm::Ptr{ddp_comm}, rank::Ptr{Int32})::ddp_status
 end
 
 """
@@ -375,7 +446,7 @@ end
 The number of ranks.
 """
 function ddp_size(comm, size)
-    @ccall libddp_path().ddp_size(comm::Ptr{ddp_comm}, size::Ptr{Int32})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_size, :ddp_size))(comm::Ptr{ddp_comm}, size::Ptr{Int32})::ddp_status
 end
 
 """
@@ -384,7 +455,7 @@ end
 This process's rank among the ranks on its node, 0-based.
 """
 function ddp_local_rank(comm, local_rank)
-    @ccall libddp_path().ddp_local_rank(comm::Ptr{ddp_comm}, local_rank::Ptr{Int32})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_local_rank, :ddp_local_rank))(comm::Ptr{ddp_comm}, local_rank::Ptr{Int32})::ddp_status
 end
 
 """
@@ -393,7 +464,7 @@ end
 The number of ranks on this process's node.
 """
 function ddp_local_size(comm, local_size)
-    @ccall libddp_path().ddp_local_size(comm::Ptr{ddp_comm}, local_size::Ptr{Int32})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_local_size, :ddp_local_size))(comm::Ptr{ddp_comm}, local_size::Ptr{Int32})::ddp_status
 end
 
 """
@@ -402,7 +473,7 @@ end
 The CUDA device assigned to this rank, or -1 when none is.
 """
 function ddp_device(comm, device_id)
-    @ccall libddp_path().ddp_device(comm::Ptr{ddp_comm}, device_id::Ptr{Int32})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_device, :ddp_device))(comm::Ptr{ddp_comm}, device_id::Ptr{Int32})::ddp_status
 end
 
 """
@@ -411,7 +482,7 @@ end
 "self", "mpi" or "nccl": a static string.
 """
 function ddp_backend_name(comm, name)
-    @ccall libddp_path().ddp_backend_name(comm::Ptr{ddp_comm}, name::Ptr{Ptr{Cchar}})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_backend_name, :ddp_backend_name))(comm::Ptr{ddp_comm}, name::Ptr{Ptr{Cchar}})::ddp_status
 end
 
 """
@@ -421,7 +492,7 @@ Fills the first `struct_size` bytes of `opts` with the defaults (as
 ddp_init_options_init does).
 """
 function ddp_collective_options_init(opts, struct_size)
-    @ccall libddp_path().ddp_collective_options_init(opts::Ptr{ddp_collective_options}, struct_size::UInt32)::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_collective_options_init, :ddp_collective_options_init))(opts::Ptr{ddp_collective_options}, struct_size::UInt32)::ddp_status
 end
 
 """
@@ -440,7 +511,7 @@ DDP_ERR_NOT_INITIALIZED, DDP_ERR_TIMEOUT, DDP_ERR_BACKEND,
 DDP_ERR_OUT_OF_MEMORY.
 """
 function ddp_allreduce_tensor_list(comm, tensors, n, op, opts)
-    @ccall libddp_path().ddp_allreduce_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_allreduce_tensor_list, :ddp_allreduce_tensor_list))(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
 """
@@ -465,7 +536,7 @@ GPU has finished it; staged through MPI, the background thread starts
 once the stream has reached the call.
 """
 function ddp_allreduce_tensor_list_async(comm, tensors, n, op, opts, request)
-    @ccall libddp_path().ddp_allreduce_tensor_list_async(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options}, request::Ptr{Ptr{ddp_request}})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_allreduce_tensor_list_async, :ddp_allreduce_tensor_list_async))(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options}, request::Ptr{Ptr{ddp_request}})::ddp_status
 end
 
 """
@@ -476,7 +547,7 @@ in ddp_last_error_message on this thread). Waiting again returns the same
 status. The request still needs ddp_request_free.
 """
 function ddp_request_wait(request)
-    @ccall libddp_path().ddp_request_wait(request::Ptr{ddp_request})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_request_wait, :ddp_request_wait))(request::Ptr{ddp_request})::ddp_status
 end
 
 """
@@ -486,7 +557,7 @@ Sets `*done` to 1 when the request has completed and returns its status,
 else sets 0 and returns DDP_OK. Never blocks.
 """
 function ddp_request_test(request, done)
-    @ccall libddp_path().ddp_request_test(request::Ptr{ddp_request}, done::Ptr{Int32})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_request_test, :ddp_request_test))(request::Ptr{ddp_request}, done::Ptr{Int32})::ddp_status
 end
 
 """
@@ -496,7 +567,7 @@ Waits for the request if it is still running, then frees it. NULL is a
 no-op returning DDP_OK. Returns the request's status.
 """
 function ddp_request_free(request)
-    @ccall libddp_path().ddp_request_free(request::Ptr{ddp_request})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_request_free, :ddp_request_free))(request::Ptr{ddp_request})::ddp_status
 end
 
 """
@@ -508,7 +579,7 @@ Collective. Returns DDP_ERR_INVALID_ARGUMENT (root out of [0, size), a
 bad tensor), DDP_ERR_MISMATCH, and the errors of allreduce.
 """
 function ddp_broadcast_tensor_list(comm, tensors, n, root, opts)
-    @ccall libddp_path().ddp_broadcast_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_broadcast_tensor_list, :ddp_broadcast_tensor_list))(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
 """
@@ -519,7 +590,7 @@ tensors are left unchanged. Errors as ddp_broadcast_tensor_list plus the
 op checks of allreduce.
 """
 function ddp_reduce_tensor_list(comm, tensors, n, op, root, opts)
-    @ccall libddp_path().ddp_reduce_tensor_list(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_reduce_tensor_list, :ddp_reduce_tensor_list))(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, op::ddp_op, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
 """
@@ -534,7 +605,7 @@ and nothing is overwritten. `scalars` may be NULL only when `n_scalars`
 is 0. Collective.
 """
 function ddp_sync_optimizer_state(comm, leaves, n, scalars, n_scalars, root, opts)
-    @ccall libddp_path().ddp_sync_optimizer_state(comm::Ptr{ddp_comm}, leaves::Ptr{ddp_tensor}, n::Int64, scalars::Ptr{Cdouble}, n_scalars::Int64, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_sync_optimizer_state, :ddp_sync_optimizer_state))(comm::Ptr{ddp_comm}, leaves::Ptr{ddp_tensor}, n::Int64, scalars::Ptr{Cdouble}, n_scalars::Int64, root::Int32, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
 """
@@ -548,7 +619,7 @@ on every rank. Collective; the list structure is checked first, as for
 allreduce.
 """
 function ddp_check_replicas(comm, tensors, n, opts, identical)
-    @ccall libddp_path().ddp_check_replicas(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, opts::Ptr{ddp_collective_options}, identical::Ptr{Int32})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_check_replicas, :ddp_check_replicas))(comm::Ptr{ddp_comm}, tensors::Ptr{ddp_tensor}, n::Int64, opts::Ptr{ddp_collective_options}, identical::Ptr{Int32})::ddp_status
 end
 
 """
@@ -557,7 +628,7 @@ end
 Returns when every rank has called it. Collective.
 """
 function ddp_barrier(comm, opts)
-    @ccall libddp_path().ddp_barrier(comm::Ptr{ddp_comm}, opts::Ptr{ddp_collective_options})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_barrier, :ddp_barrier))(comm::Ptr{ddp_comm}, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
 """
@@ -585,7 +656,7 @@ NULL path, a file that cannot be created (every rank fails), or a
 timeline already recording.
 """
 function ddp_timeline_start(comm, path)
-    @ccall libddp_path().ddp_timeline_start(comm::Ptr{ddp_comm}, path::Ptr{Cchar})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_timeline_start, :ddp_timeline_start))(comm::Ptr{ddp_comm}, path::Ptr{Cchar})::ddp_status
 end
 
 """
@@ -595,7 +666,7 @@ Stops the timeline and completes this rank's file. Local. DDP_OK when
 none was recording.
 """
 function ddp_timeline_stop(comm)
-    @ccall libddp_path().ddp_timeline_stop(comm::Ptr{ddp_comm})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_timeline_stop, :ddp_timeline_stop))(comm::Ptr{ddp_comm})::ddp_status
 end
 
 """
@@ -616,7 +687,7 @@ callable on a broken communicator. DDP_ERR_INVALID_ARGUMENT when the file
 cannot be written.
 """
 function ddp_dump_flight_recorder(comm, path)
-    @ccall libddp_path().ddp_dump_flight_recorder(comm::Ptr{ddp_comm}, path::Ptr{Cchar})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_dump_flight_recorder, :ddp_dump_flight_recorder))(comm::Ptr{ddp_comm}, path::Ptr{Cchar})::ddp_status
 end
 
 """
@@ -630,7 +701,7 @@ Returns DDP_ERR_INVALID_ARGUMENT for a NULL comm or msg or an unknown
 level, DDP_ERR_NOT_INITIALIZED.
 """
 function ddp_log(comm, level, msg)
-    @ccall libddp_path().ddp_log(comm::Ptr{ddp_comm}, level::ddp_log_level, msg::Ptr{Cchar})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_log, :ddp_log))(comm::Ptr{ddp_comm}, level::ddp_log_level, msg::Ptr{Cchar})::ddp_status
 end
 
 """
@@ -640,7 +711,7 @@ Routes every log line (libddp's own too) to `fn`, called with `user`;
 NULL restores stderr. Process-wide; thread-safe. Never fails.
 """
 function ddp_set_log_callback(fn, user)
-    @ccall libddp_path().ddp_set_log_callback(fn::ddp_log_callback, user::Ptr{Cvoid})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_set_log_callback, :ddp_set_log_callback))(fn::ddp_log_callback, user::Ptr{Cvoid})::ddp_status
 end
 
 """
@@ -650,7 +721,7 @@ Fills the first `struct_size` bytes of `opts` with the defaults (as
 ddp_init_options_init does).
 """
 function ddp_shard_options_init(opts, struct_size)
-    @ccall libddp_path().ddp_shard_options_init(opts::Ptr{ddp_shard_options}, struct_size::UInt32)::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_shard_options_init, :ddp_shard_options_init))(opts::Ptr{ddp_shard_options}, struct_size::UInt32)::ddp_status
 end
 
 """
@@ -663,7 +734,7 @@ DDP_ERR_INVALID_ARGUMENT for n_items < 0, world < 1, NULL count, or a
 bad options field.
 """
 function ddp_shard_count(n_items, world, opts, count)
-    @ccall libddp_path().ddp_shard_count(n_items::Int64, world::Int32, opts::Ptr{ddp_shard_options}, count::Ptr{Int64})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_shard_count, :ddp_shard_count))(n_items::Int64, world::Int32, opts::Ptr{ddp_shard_options}, count::Ptr{Int64})::ddp_status
 end
 
 """
@@ -704,7 +775,7 @@ Test vectors (n_items = 10, world = 3, seed = 42, shuffle):
   without shuffle, strided, rank 1: 1 4 7 0
 """
 function ddp_shard_indices(n_items, rank, world, opts, out, capacity, count)
-    @ccall libddp_path().ddp_shard_indices(n_items::Int64, rank::Int32, world::Int32, opts::Ptr{ddp_shard_options}, out::Ptr{Int64}, capacity::Int64, count::Ptr{Int64})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_shard_indices, :ddp_shard_indices))(n_items::Int64, rank::Int32, world::Int32, opts::Ptr{ddp_shard_options}, out::Ptr{Int64}, capacity::Int64, count::Ptr{Int64})::ddp_status
 end
 
 """
@@ -720,7 +791,7 @@ Local; never waits for peers (with the nccl backend it aborts NCCL, which
 may take a moment). ddp_finalize is still needed.
 """
 function ddp_comm_abort(comm, reason)
-    @ccall libddp_path().ddp_comm_abort(comm::Ptr{ddp_comm}, reason::Ptr{Cchar})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_comm_abort, :ddp_comm_abort))(comm::Ptr{ddp_comm}, reason::Ptr{Cchar})::ddp_status
 end
 
 """
@@ -741,7 +812,7 @@ error); DDP_ERR_INVALID_ARGUMENT for a NULL comm or collective or an
 unknown name (then it took no part), DDP_ERR_NOT_INITIALIZED.
 """
 function ddp_report_invalid_call(comm, collective, reason, opts)
-    @ccall libddp_path().ddp_report_invalid_call(comm::Ptr{ddp_comm}, collective::Ptr{Cchar}, reason::Ptr{Cchar}, opts::Ptr{ddp_collective_options})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_report_invalid_call, :ddp_report_invalid_call))(comm::Ptr{ddp_comm}, collective::Ptr{Cchar}, reason::Ptr{Cchar}, opts::Ptr{ddp_collective_options})::ddp_status
 end
 
 """
@@ -756,7 +827,7 @@ request's status when it is known by then (an error reported by the
 watchdog later shows in ddp_request_wait and on the communicator).
 """
 function ddp_request_stream_wait(request, cuda_stream)
-    @ccall libddp_path().ddp_request_stream_wait(request::Ptr{ddp_request}, cuda_stream::Ptr{Cvoid})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_request_stream_wait, :ddp_request_stream_wait))(request::Ptr{ddp_request}, cuda_stream::Ptr{Cvoid})::ddp_status
 end
 
 """
@@ -770,7 +841,7 @@ DDP_ERR_INVALID_ARGUMENT for a bad list or op, DDP_ERR_MISMATCH when
 ranks register different lists, and the errors of ddp_init's backend.
 """
 function ddp_reducer_create(comm, gradients, n, op, opts, reducer)
-    @ccall libddp_path().ddp_reducer_create(comm::Ptr{ddp_comm}, gradients::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options}, reducer::Ptr{Ptr{ddp_reducer}})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_reducer_create, :ddp_reducer_create))(comm::Ptr{ddp_comm}, gradients::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options}, reducer::Ptr{Ptr{ddp_reducer}})::ddp_status
 end
 
 """
@@ -781,7 +852,7 @@ tensor of the registered dtype and count, valid until ddp_reducer_free.
 After ddp_reducer_wait it holds the reduced gradient. Local.
 """
 function ddp_reducer_gradient(reducer, index, gradient)
-    @ccall libddp_path().ddp_reducer_gradient(reducer::Ptr{ddp_reducer}, index::Int64, gradient::Ptr{ddp_tensor})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_reducer_gradient, :ddp_reducer_gradient))(reducer::Ptr{ddp_reducer}, index::Int64, gradient::Ptr{ddp_tensor})::ddp_status
 end
 
 """
@@ -792,7 +863,7 @@ reduction when the bucket is complete. Local. DDP_ERR_INVALID_ARGUMENT
 for an index out of range or marked twice in one step.
 """
 function ddp_reducer_mark_ready(reducer, index)
-    @ccall libddp_path().ddp_reducer_mark_ready(reducer::Ptr{ddp_reducer}, index::Int64)::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_reducer_mark_ready, :ddp_reducer_mark_ready))(reducer::Ptr{ddp_reducer}, index::Int64)::ddp_status
 end
 
 """
@@ -804,7 +875,7 @@ every rank marked the same gradients, and makes the reducer ready for the
 next step. Collective. DDP_ERR_MISMATCH, DDP_ERR_TIMEOUT, DDP_ERR_BACKEND.
 """
 function ddp_reducer_wait(reducer)
-    @ccall libddp_path().ddp_reducer_wait(reducer::Ptr{ddp_reducer})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_reducer_wait, :ddp_reducer_wait))(reducer::Ptr{ddp_reducer})::ddp_status
 end
 
 """
@@ -821,7 +892,7 @@ reports its own error); DDP_ERR_INVALID_ARGUMENT when it could not (as
 ddp_reducer_wait refuses), DDP_ERR_NOT_INITIALIZED.
 """
 function ddp_reducer_fail_step(reducer, reason)
-    @ccall libddp_path().ddp_reducer_fail_step(reducer::Ptr{ddp_reducer}, reason::Ptr{Cchar})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_reducer_fail_step, :ddp_reducer_fail_step))(reducer::Ptr{ddp_reducer}, reason::Ptr{Cchar})::ddp_status
 end
 
 """
@@ -833,7 +904,7 @@ a step that failed with reductions in flight, the buckets are kept until
 the communicator is finalized, since MPI may still write into them.
 """
 function ddp_reducer_free(reducer)
-    @ccall libddp_path().ddp_reducer_free(reducer::Ptr{ddp_reducer})::ddp_status
+    @ccall $(function_pointer(ADDRESSES.ddp_reducer_free, :ddp_reducer_free))(reducer::Ptr{ddp_reducer})::ddp_status
 end
 
 end # module

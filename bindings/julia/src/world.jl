@@ -156,13 +156,15 @@ const PREFERENCE_WRITER = Ref{Any}(nothing)
 Makes this project use the libddp at `path` from the next Julia session on: writes the
 `libddp_path` preference to LocalPreferences.toml (the way JLL packages are overridden).
 `DDP_LIBRARY` wins over it, it wins over the system library; `nothing` removes it.
-Needs Preferences.jl loaded (`using Preferences`); reading the preference does not.
+Needs Preferences.jl loaded (`using Preferences`, Julia 1.9+); reading the preference does
+not (Julia 1.6+).
 """
 function set_libddp_path!(path::Union{Nothing, AbstractString})
     writer = PREFERENCE_WRITER[]
     writer === nothing && throw(ArgumentError(
         "DDP.set_libddp_path! writes LocalPreferences.toml through Preferences.jl: " *
-        "`using Preferences` first, or write `libddp_path = \"...\"` under [DDP] by hand"))
+        "`using Preferences` first (its extension needs Julia 1.9 or later), " *
+        "or write `libddp_path = \"...\"` under [DDP] by hand"))
     writer(path)
     return path
 end

@@ -332,6 +332,16 @@ testset("finding libddp: DDP_LIBRARY, the system, pkg-config's libdir") do
     # In fresh processes on rank 0: the lookup runs once per session.
     if rank == 0
         here = LibDDP.libddp_path()
+        # Calls go through addresses looked up once in that library.
+        local_rank()
+        @test LibDDP.ADDRESSES.ddp_rank[] == Libdl.dlsym(Libdl.dlopen(here), :ddp_rank)
+        missing_function = try
+            LibDDP.function_pointer(Ref(C_NULL), :ddp_no_such_function)
+            ""
+        catch error
+            sprint(showerror, error)
+        end
+        @test occursin("$here has no function ddp_no_such_function", missing_function)
         system = Libdl.dlopen("libddp.so.0"; throw_error = false) !== nothing
         missing_library = "/nonexistent/libddp.so.0"
         output, code = in_fresh_julia("DDP.LibDDP.libddp_path()", Dict("DDP_LIBRARY" => missing_library))
