@@ -22,18 +22,22 @@ const BACKENDS = Dict(:auto => LibDDP.DDP_BACKEND_AUTO, :self => LibDDP.DDP_BACK
                       :mpi => LibDDP.DDP_BACKEND_MPI, :nccl => LibDDP.DDP_BACKEND_NCCL)
 
 """
-    DDP.Init(; backend = :auto, mpi_comm_fortran = -1, timeout_s = 0.0, verbose = false)
+    DDP.Init(; backend = :auto, mpi_comm_fortran = -1, timeout_s = 0.0, hang_watchdog_s = 0.0,
+             verbose = false)
 
 Starts libddp (as `FluxMPI.Init()` / `DistributedUtils.initialize(MPIBackend)`): MPI
 under `mpiexec` (initialized by libddp unless it already is), else one process.
 Collective. `backend` is `:auto`, `:self`, `:mpi` or `:nccl`; `mpi_comm_fortran` adopts
 an existing MPI communicator's Fortran handle (with MPI.jl loaded, pass the
 `MPI.Comm` itself: `DDP.Init(MPI.COMM_WORLD)`); `timeout_s` 0 means `DDP_TIMEOUT_S`,
-else 1800 s. A second call while initialized returns the same world. Returns the
+else 1800 s. `hang_watchdog_s`: seconds past a call's deadline that its thread may stay
+inside MPI before the hang watchdog aborts the process with a message naming the call,
+so that the launcher ends the job (0: `DDP_HANG_WATCHDOG_S`, else 60; negative: off).
+A second call while initialized returns the same world. Returns the
 world `Communicator`; libddp is finalized at exit.
 """
 function Init(; backend::Symbol = :auto, mpi_comm_fortran::Integer = LibDDP.DDP_NO_MPI_COMM,
-              timeout_s::Real = 0.0, verbose::Bool = false)
+              timeout_s::Real = 0.0, hang_watchdog_s::Real = 0.0, verbose::Bool = false)
     Initialized() && return WORLD[]
     haskey(BACKENDS, backend) || throw(ArgumentError(
         "backend :$backend: use :auto, :self, :mpi or :nccl"))
@@ -41,7 +45,7 @@ function Init(; backend::Symbol = :auto, mpi_comm_fortran::Integer = LibDDP.DDP_
     check(LibDDP.ddp_init_options_init(opts, sizeof(LibDDP.ddp_init_options)))
     opts[] = LibDDP.ddp_init_options(opts[].struct_size, BACKENDS[backend],
                                      Int64(mpi_comm_fortran), Float64(timeout_s),
-                                     opts[].hang_watchdog_s)
+                                     Float64(hang_watchdog_s))
     handle = Ref{Ptr{LibDDP.ddp_comm}}(C_NULL)
     check(LibDDP.ddp_init(opts, handle))
     WORLD[] = Communicator(handle[])

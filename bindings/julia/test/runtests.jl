@@ -363,6 +363,17 @@ testset("finding libddp: DDP_LIBRARY, the system, pkg-config's libdir") do
     end
 end
 
+testset("Init's hang_watchdog_s reaches libddp, which refuses a NaN") do
+    if rank == 0
+        output, code = in_fresh_julia("DDP.Init(backend = :self, hang_watchdog_s = NaN)", Dict{String, Any}())
+        @test code == 3
+        @test occursin("hang_watchdog_s", output)
+        output, code = in_fresh_julia("DDP.Init(backend = :self, hang_watchdog_s = -1) === DDP.world()",
+                                      Dict{String, Any}())
+        @test code == 0 && output == "true"
+    end
+end
+
 testset("the libddp_path preference: read without Preferences.jl, DDP_LIBRARY wins") do
     if DDP.PREFERENCE_WRITER[] === nothing  # the Preferences extension is not loaded
         @test_throws ArgumentError DDP.set_libddp_path!("/opt/libddp/lib/libddp.so.0")
