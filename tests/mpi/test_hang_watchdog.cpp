@@ -26,9 +26,15 @@ namespace {
 
 constexpr int stuck_s = 6;
 
-void stuck_on_warnings(int32_t level, const char* line, void*) {
+// Only the first warning (the stall report) holds the thread: later ones
+// (the flight recorder's dump on the timeout) must not delay the result.
+void stuck_on_the_first_warning(int32_t level, const char* line, void*) {
+    static bool stuck = false;
     std::fprintf(stderr, "%s\n", line);
-    if (level == DDP_LOG_WARN) std::this_thread::sleep_for(std::chrono::seconds(stuck_s));
+    if (level == DDP_LOG_WARN && !stuck) {
+        stuck = true;
+        std::this_thread::sleep_for(std::chrono::seconds(stuck_s));
+    }
 }
 
 }  // namespace
@@ -54,7 +60,7 @@ int main(int argc, char** argv) {
         std::printf("rank %d: the reducer step returned %s\n", rank, ddp_status_name(status));
         ddp_reducer_free(reducer);
     } else if (rank == 0) {
-        ddp_set_log_callback(&stuck_on_warnings, nullptr);
+        ddp_set_log_callback(&stuck_on_the_first_warning, nullptr);
         status = ddp_barrier(world, nullptr);
         std::printf("rank 0: the barrier returned %s: %s\n", ddp_status_name(status), ddp_last_error_message());
     } else {
