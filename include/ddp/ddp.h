@@ -78,7 +78,7 @@
 #include <stdint.h>
 
 #define DDP_VERSION_MAJOR 1
-#define DDP_VERSION_MINOR 2
+#define DDP_VERSION_MINOR 3
 #define DDP_VERSION_PATCH 0
 /** The version as one number: major * 10000 + minor * 100 + patch. */
 #define DDP_VERSION_NUMBER \
@@ -453,6 +453,55 @@ DDP_API ddp_status ddp_reduce_tensor_list(ddp_comm* comm, const ddp_tensor* tens
                                           const ddp_collective_options* opts);
 
 /**
+ * Gathers every rank's `inputs` into every rank's `outputs` (the parameter
+ * half of ZeRO and FSDP): outputs[i] holds inputs[i] of rank 0, then of
+ * rank 1, and so on, back to back, so outputs[i] has inputs[i]'s dtype and
+ * memory and `size` times its count. inputs[i] may be exactly this rank's
+ * block of outputs[i] (at outputs[i].data + rank × inputs[i]'s bytes: in
+ * place); any other overlap between the lists is refused, as is an
+ * outputs[i] of another count or dtype. Small tensors travel fused, as in
+ * allreduce. `outputs` is read as an array of `n` tensors.
+ * Collective (since 1.3). Returns DDP_ERR_INVALID_ARGUMENT (naming the
+ * tensor and field), DDP_ERR_MISMATCH (ranks pass different input lists;
+ * the message names both ranks and the first differing tensor), and the
+ * errors of allreduce.
+ */
+DDP_API ddp_status ddp_allgather_tensor_list(ddp_comm* comm, const ddp_tensor* inputs,
+                                             const ddp_tensor* outputs, int64_t n,
+                                             const ddp_collective_options* opts);
+
+/** ddp_allgather_tensor_list started as ddp_allreduce_tensor_list_async
+ *  starts an allreduce (since 1.3): both arrays are copied, the buffers
+ *  must stay alive until the request completes. */
+DDP_API ddp_status ddp_allgather_tensor_list_async(ddp_comm* comm, const ddp_tensor* inputs,
+                                                   const ddp_tensor* outputs, int64_t n,
+                                                   const ddp_collective_options* opts,
+                                                   ddp_request** request);
+
+/**
+ * Reduces every rank's `inputs` with `op` and leaves this rank's equal
+ * shard of each result in its `outputs` (the gradient half of ZeRO and
+ * FSDP): with c = inputs[i].count / size, outputs[i] (c elements, inputs[i]'s
+ * dtype and memory) gets elements [rank × c, (rank + 1) × c) of the
+ * reduction of inputs[i]. Shards are equal: an inputs[i].count that is not a
+ * multiple of the communicator's size is DDP_ERR_INVALID_ARGUMENT naming the
+ * tensor (pad it to the next multiple; the message says to what), and a
+ * shard above 2^30 - 1 elements is DDP_ERR_UNSUPPORTED. Inputs are only
+ * read; the lists must not overlap. AVG and integer rules as allreduce's.
+ * Collective (since 1.3). Errors as ddp_allgather_tensor_list.
+ */
+DDP_API ddp_status ddp_reduce_scatter_tensor_list(ddp_comm* comm, const ddp_tensor* inputs,
+                                                  const ddp_tensor* outputs, int64_t n, ddp_op op,
+                                                  const ddp_collective_options* opts);
+
+/** ddp_reduce_scatter_tensor_list started as an async request (since 1.3),
+ *  as ddp_allgather_tensor_list_async. */
+DDP_API ddp_status ddp_reduce_scatter_tensor_list_async(ddp_comm* comm, const ddp_tensor* inputs,
+                                                        const ddp_tensor* outputs, int64_t n, ddp_op op,
+                                                        const ddp_collective_options* opts,
+                                                        ddp_request** request);
+
+/**
  * Makes every rank's optimizer state equal root's: `n` leaf tensors (moment
  * estimates) and `n_scalars` doubles (step counts, learning rates).
  * First checks that every rank holds the same structure (leaf count, each
@@ -672,8 +721,8 @@ DDP_API ddp_status ddp_comm_abort(ddp_comm* comm, const char* reason);
  * the first 1024 bytes travel), instead of waiting for this rank.
  * `collective` is the call's name: "allreduce" (its async form too),
  * "broadcast", "reduce", "sync_optimizer_state", "check_replicas",
- * "barrier" or "reducer_create". `opts` (may be NULL) gives the timeout of
- * that step, as for the call. Runs in call order, as a collective. Returns
+ * "barrier", "reducer_create", "allgather" or "reduce_scatter". `opts`
+ * (may be NULL) gives the timeout of that step, as for the call. Runs in call order, as a collective. Returns
  * DDP_OK once this rank has taken part (the binding then reports its own
  * error); DDP_ERR_INVALID_ARGUMENT for a NULL comm or collective or an
  * unknown name (then it took no part), DDP_ERR_NOT_INITIALIZED.

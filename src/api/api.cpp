@@ -111,6 +111,8 @@ const char* list_name(CollectiveKind kind) {
     switch (kind) {
     case CollectiveKind::sync_optimizer_state: return "leaves";
     case CollectiveKind::reducer_create: return "gradients";
+    case CollectiveKind::allgather:
+    case CollectiveKind::reduce_scatter: return "inputs";
     default: return "tensors";
     }
 }
@@ -129,6 +131,7 @@ CollectiveCall described_call(Communicator& comm, CollectiveKind kind, const ddp
     call.kind = kind;
     call.timeout_s = options.timeout_s;
     call.on_device = checked_list_place(call.tensors, list_name(kind), comm.gpu());
+    if (!call.outputs.empty()) checked_list_place(call.outputs, "outputs", comm.gpu());  // as the inputs' (checked_outputs)
     if (options.names != nullptr) call.names = std::span(options.names, call.tensors.size());
     if (call.on_device) {
         cuda::check_stream(options.cuda_stream);
@@ -169,11 +172,12 @@ void blocking_collective(ddp_comm* handle, CollectiveKind kind, const ddp_collec
 CollectiveKind checked_collective_kind(const char* name) {
     for (CollectiveKind kind : {CollectiveKind::allreduce, CollectiveKind::broadcast, CollectiveKind::reduce,
                                 CollectiveKind::sync_optimizer_state, CollectiveKind::check_replicas,
-                                CollectiveKind::barrier, CollectiveKind::reducer_create})
+                                CollectiveKind::barrier, CollectiveKind::reducer_create, CollectiveKind::allgather,
+                                CollectiveKind::reduce_scatter})
         if (std::string_view(name) == kind_name(static_cast<uint64_t>(kind))) return kind;
     fail(DDP_ERR_INVALID_ARGUMENT, "collective \"" + std::string(name) +
                                        "\" is not one of allreduce, broadcast, reduce, sync_optimizer_state, "
-                                       "check_replicas, barrier, reducer_create");
+                                       "check_replicas, barrier, reducer_create, allgather, reduce_scatter");
 }
 
 /// A writable tensor list: valid tensors that do not overlap.
@@ -221,7 +225,9 @@ std::unique_ptr<ddp_request> start_on_gpu(Communicator& comm, CollectiveCall& ca
 /// staged through the host start there once the caller's stream has
 /// reached the call (an event recorded now), on libddp's own stream.
 std::unique_ptr<ddp_request> start_in_background(Communicator& comm, CollectiveCall call) {
-    std::vector<ddp_tensor> owned(call.tensors.begin(), call.tensors.end());  // the caller may free its array
+    // The caller may free its arrays.
+    std::vector<ddp_tensor> owned(call.tensors.begin(), call.tensors.end());
+    std::vector<ddp_tensor> owned_outputs(call.outputs.begin(), call.outputs.end());
     // The names too, when a timeline will show them.
     trace::Timeline& timeline = comm.control().timeline();
     auto names = std::make_shared<std::vector<std::string>>();
@@ -239,8 +245,10 @@ std::unique_ptr<ddp_request> start_in_background(Communicator& comm, CollectiveC
             comm.run([&] { report_invalid_call(comm, call.kind, call.timeout_s, error); });
         }
     }
-    auto state = comm.submit([&comm, owned = std::move(owned), reached, call, names, queued_ns]() mutable {
+    auto state = comm.submit([&comm, owned = std::move(owned), owned_outputs = std::move(owned_outputs), reached, call,
+                              names, queued_ns]() mutable {
         call.tensors = owned;
+        call.outputs = owned_outputs;
         std::vector<const char*> name_pointers;
         for (const std::string& name : *names) name_pointers.push_back(name.c_str());
         call.names = name_pointers;
@@ -303,6 +311,58 @@ void start_timeline(Communicator& comm, const char* path) {
             throw;
         }
     });
+}
+
+/// Starts one async collective in call order: on the GPU, or on the
+/// background thread. Invalid arguments are reported (and announced to the
+/// peers) here.
+void async_collective(ddp_comm* handle, CollectiveKind kind, const ddp_collective_options* opts,
+                      ddp_request** request, const Describe& describe) {
+    Communicator& comm = live_comm(handle);
+    double timeout_s = 0;
+    CollectiveCall call;
+    try {
+        call = described_call(comm, kind, opts,
+                              [&](Communicator& c, const CallOptions& options) {
+                                  require_not_null(request, "request");
+                                  return describe(c, options);
+                              },
+                              timeout_s);
+    } catch (const Error& invalid) {
+        // In order: after the requests queued before this one.
+        comm.run([&] { report_invalid_call(comm, kind, timeout_s, invalid); });
+    }
+    *request = (runs_on_gpu(comm, call) ? start_on_gpu(comm, call) : start_in_background(comm, call)).release();
+}
+
+CollectiveCall allreduce_call(const ddp_tensor* tensors, int64_t n, int op, const CallOptions& options) {
+    CollectiveCall call;
+    call.tensors = checked_writable_list(tensors, n, "tensors");
+    call.op = checked_op(op, call.tensors);
+    call.fusion_bytes = options.fusion_bytes;
+    return call;
+}
+
+/// allgather's or reduce_scatter's call: inputs read, outputs written.
+CollectiveCall sharded_call(Communicator& comm, const ddp_tensor* inputs, const ddp_tensor* outputs, int64_t n,
+                            Sharding sharding, const CallOptions& options) {
+    CollectiveCall call;
+    call.tensors = checked_tensor_list(inputs, n, "inputs");
+    call.outputs = checked_outputs(call.tensors, outputs, sharding, comm.backend().size(), comm.backend().rank());
+    call.fusion_bytes = options.fusion_bytes;
+    return call;
+}
+
+CollectiveCall allgather_call(Communicator& comm, const ddp_tensor* inputs, const ddp_tensor* outputs, int64_t n,
+                              const CallOptions& options) {
+    return sharded_call(comm, inputs, outputs, n, Sharding::gather, options);
+}
+
+CollectiveCall reduce_scatter_call(Communicator& comm, const ddp_tensor* inputs, const ddp_tensor* outputs,
+                                   int64_t n, int op, const CallOptions& options) {
+    CollectiveCall call = sharded_call(comm, inputs, outputs, n, Sharding::scatter, options);
+    call.op = checked_op(op, call.tensors);
+    return call;
 }
 
 template <typename T>
@@ -450,11 +510,7 @@ DDP_API ddp_status ddp_allreduce_tensor_list(ddp_comm* comm, const ddp_tensor* t
                                              const ddp_collective_options* opts) {
     return guarded([&] {
         blocking_collective(comm, CollectiveKind::allreduce, opts, [&](Communicator&, const CallOptions& options) {
-            CollectiveCall call;
-            call.tensors = checked_writable_list(tensors, n, "tensors");
-            call.op = checked_op(op, call.tensors);
-            call.fusion_bytes = options.fusion_bytes;
-            return call;
+            return allreduce_call(tensors, n, op, options);
         });
     });
 }
@@ -462,25 +518,9 @@ DDP_API ddp_status ddp_allreduce_tensor_list(ddp_comm* comm, const ddp_tensor* t
 DDP_API ddp_status ddp_allreduce_tensor_list_async(ddp_comm* comm, const ddp_tensor* tensors, int64_t n, ddp_op op,
                                                    const ddp_collective_options* opts, ddp_request** request) {
     return guarded([&] {
-        Communicator& c = live_comm(comm);
-        double timeout_s = 0;
-        CollectiveCall call;
-        try {
-            call = described_call(c, CollectiveKind::allreduce, opts,
-                                  [&](Communicator&, const CallOptions& options) {
-                                      require_not_null(request, "request");
-                                      CollectiveCall valid;
-                                      valid.tensors = checked_writable_list(tensors, n, "tensors");
-                                      valid.op = checked_op(op, valid.tensors);
-                                      valid.fusion_bytes = options.fusion_bytes;
-                                      return valid;
-                                  },
-                                  timeout_s);
-        } catch (const Error& invalid) {
-            // In order: after the requests queued before this one.
-            c.run([&] { report_invalid_call(c, CollectiveKind::allreduce, timeout_s, invalid); });
-        }
-        *request = (runs_on_gpu(c, call) ? start_on_gpu(c, call) : start_in_background(c, call)).release();
+        async_collective(comm, CollectiveKind::allreduce, opts, request, [&](Communicator&, const CallOptions& options) {
+            return allreduce_call(tensors, n, op, options);
+        });
     });
 }
 
@@ -541,6 +581,46 @@ DDP_API ddp_status ddp_reduce_tensor_list(ddp_comm* comm, const ddp_tensor* tens
             call.fusion_bytes = options.fusion_bytes;
             return call;
         });
+    });
+}
+
+DDP_API ddp_status ddp_allgather_tensor_list(ddp_comm* comm, const ddp_tensor* inputs, const ddp_tensor* outputs,
+                                             int64_t n, const ddp_collective_options* opts) {
+    return guarded([&] {
+        blocking_collective(comm, CollectiveKind::allgather, opts, [&](Communicator& c, const CallOptions& options) {
+            return allgather_call(c, inputs, outputs, n, options);
+        });
+    });
+}
+
+DDP_API ddp_status ddp_allgather_tensor_list_async(ddp_comm* comm, const ddp_tensor* inputs,
+                                                   const ddp_tensor* outputs, int64_t n,
+                                                   const ddp_collective_options* opts, ddp_request** request) {
+    return guarded([&] {
+        async_collective(comm, CollectiveKind::allgather, opts, request, [&](Communicator& c, const CallOptions& options) {
+            return allgather_call(c, inputs, outputs, n, options);
+        });
+    });
+}
+
+DDP_API ddp_status ddp_reduce_scatter_tensor_list(ddp_comm* comm, const ddp_tensor* inputs, const ddp_tensor* outputs,
+                                                  int64_t n, ddp_op op, const ddp_collective_options* opts) {
+    return guarded([&] {
+        blocking_collective(comm, CollectiveKind::reduce_scatter, opts,
+                            [&](Communicator& c, const CallOptions& options) {
+                                return reduce_scatter_call(c, inputs, outputs, n, op, options);
+                            });
+    });
+}
+
+DDP_API ddp_status ddp_reduce_scatter_tensor_list_async(ddp_comm* comm, const ddp_tensor* inputs,
+                                                        const ddp_tensor* outputs, int64_t n, ddp_op op,
+                                                        const ddp_collective_options* opts, ddp_request** request) {
+    return guarded([&] {
+        async_collective(comm, CollectiveKind::reduce_scatter, opts, request,
+                         [&](Communicator& c, const CallOptions& options) {
+                             return reduce_scatter_call(c, inputs, outputs, n, op, options);
+                         });
     });
 }
 

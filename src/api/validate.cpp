@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "util/dtype.hpp"
 
 namespace ddp {
@@ -145,6 +146,92 @@ void check_no_overlap(std::span<const ddp_tensor> tensors, const char* what) {
     std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
     for (size_t i = 1; i < extents.size(); ++i)
         if (extents[i].begin < extents[i - 1].end) overlap_error(what, extents[i - 1], extents[i]);
+}
+
+namespace {
+
+// The count inputs[i] needs its output to have, or why it has none.
+int64_t expected_output_count(const ddp_tensor& input, size_t i, Sharding sharding, int size) {
+    if (sharding == Sharding::gather) {
+        if (input.count > std::numeric_limits<int64_t>::max() / 8 / size)
+            fail(DDP_ERR_INVALID_ARGUMENT, tensor_name("inputs", i) + ".count " + std::to_string(input.count) +
+                                               " gathered from " + std::to_string(size) +
+                                               " ranks is too large to address in bytes");
+        return input.count * size;
+    }
+    if (input.count % size != 0)
+        fail(DDP_ERR_INVALID_ARGUMENT,
+             tensor_name("inputs", i) + ".count is " + std::to_string(input.count) + ", not a multiple of the " +
+                 std::to_string(size) + " ranks reduce_scatter shares it between (each rank gets an equal shard: "
+                 "pad it to " + std::to_string((input.count / size + 1) * size) + " elements)");
+    if (input.count / size > max_shard_elements)
+        fail(DDP_ERR_UNSUPPORTED, tensor_name("inputs", i) + ": a reduce_scatter shard of " +
+                                      std::to_string(input.count / size) + " elements is more than this version "
+                                      "reduces in one step (" + std::to_string(max_shard_elements) +
+                                      "); split the tensor");
+    return input.count / size;
+}
+
+// Refuses an input that overlaps an output, but for an allgather input
+// that is exactly its own block of its own output.
+void check_inputs_apart(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, Sharding sharding,
+                        int rank) {
+    std::vector<Extent> extents;  // the outputs', disjoint (checked before)
+    for (size_t i = 0; i < outputs.size(); ++i) {
+        if (outputs[i].count == 0) continue;
+        const auto begin = reinterpret_cast<uintptr_t>(outputs[i].data);
+        extents.push_back({begin, begin + byte_size(outputs[i]), i});
+    }
+    std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].count == 0) continue;
+        const auto begin = reinterpret_cast<uintptr_t>(inputs[i].data), end = begin + byte_size(inputs[i]);
+        // The last output starting before the input ends is the only one that can overlap it.
+        auto after = std::upper_bound(extents.begin(), extents.end(), end - 1,
+                                      [](uintptr_t address, const Extent& e) { return address < e.begin; });
+        if (after == extents.begin() || std::prev(after)->end <= begin) continue;
+        const Extent& output = *std::prev(after);
+        const bool own_block = sharding == Sharding::gather && output.index == i &&
+                               begin == output.begin + static_cast<uintptr_t>(rank) * byte_size(inputs[i]);
+        if (own_block) continue;
+        fail(DDP_ERR_INVALID_ARGUMENT,
+             tensor_name("inputs", i) + " overlaps " + tensor_name("outputs", output.index) + " in memory; " +
+                 (sharding == Sharding::gather
+                      ? "an allgather input may only be its own rank's block of its output (in place)"
+                      : "reduce_scatter's inputs and outputs must be apart"));
+    }
+}
+
+}  // namespace
+
+std::span<const ddp_tensor> checked_outputs(std::span<const ddp_tensor> inputs, const ddp_tensor* outputs,
+                                            Sharding sharding, int size, int rank) {
+    const std::span<const ddp_tensor> list =
+        checked_tensor_list(outputs, static_cast<int64_t>(inputs.size()), "outputs");
+    const char* collective = sharding == Sharding::gather ? "allgather" : "reduce_scatter";
+    for (size_t i = 0; i < list.size(); ++i) {
+        const ddp_tensor &input = inputs[i], &output = list[i];
+        if (output.dtype != input.dtype)
+            fail(DDP_ERR_INVALID_ARGUMENT, tensor_name("outputs", i) + ".dtype is " + dtype_name(output.dtype) +
+                                               " but " + tensor_name("inputs", i) + ".dtype is " +
+                                               dtype_name(input.dtype));
+        if ((output.device_type == DDP_DEVICE_CUDA) != (input.device_type == DDP_DEVICE_CUDA))
+            fail(DDP_ERR_INVALID_ARGUMENT,
+                 tensor_name("outputs", i) + " is in " + (output.device_type == DDP_DEVICE_CUDA ? "device" : "host") +
+                     " memory but " + tensor_name("inputs", i) + " is not; both lists are in one kind of memory");
+        const int64_t expected = expected_output_count(input, i, sharding, size);
+        if (output.count != expected)
+            fail(DDP_ERR_INVALID_ARGUMENT,
+                 tensor_name("outputs", i) + ".count is " + std::to_string(output.count) + " but " + collective +
+                     " on " + std::to_string(size) + " ranks needs " +
+                     (sharding == Sharding::gather ? std::to_string(size) + " × " : std::string()) +
+                     tensor_name("inputs", i) + ".count" +
+                     (sharding == Sharding::scatter ? " / " + std::to_string(size) : std::string()) + " = " +
+                     std::to_string(expected));
+    }
+    check_no_overlap(list, "outputs");
+    check_inputs_apart(inputs, list, sharding, rank);
+    return list;
 }
 
 }  // namespace ddp

@@ -47,6 +47,21 @@ int32_t checked_root(int32_t root, int size);
 /// O(n log n) otherwise.
 void check_no_overlap(std::span<const ddp_tensor> tensors, const char* what);
 
+/// How allgather and reduce_scatter size their outputs from their inputs.
+enum class Sharding {
+    gather,   ///< allgather: each output holds `size` inputs
+    scatter,  ///< reduce_scatter: each output holds 1/size of its input
+};
+
+/// allgather's or reduce_scatter's outputs for the checked `inputs`: one
+/// per input, of its dtype and memory, sized as `sharding` says for `size`
+/// ranks, and writable: overlapping no other output and no input, except
+/// that an allgather input may be exactly its own block of its output
+/// (rank × its bytes in: in place). A reduce_scatter input whose count is
+/// not a multiple of `size` is refused naming the tensor.
+std::span<const ddp_tensor> checked_outputs(std::span<const ddp_tensor> inputs, const ddp_tensor* outputs,
+                                            Sharding sharding, int size, int rank);
+
 /// The sizes of an options struct's released layouts, oldest first: the
 /// struct_size values a caller may pass. Fields after the caller's layout
 /// are defaulted for callers compiled against an older header; a size

@@ -56,6 +56,10 @@ struct AbortNotice {
 /// message on every transport (shared memory's eager limit is 4 KiB).
 constexpr int64_t max_carried_bytes = 2048;
 
+/// The most elements one rank's shard of a reduce_scatter step may hold
+/// (within one MPI count); the C boundary refuses larger shards.
+constexpr int64_t max_shard_elements = (int64_t{1} << 30) - 1;
+
 class Backend {
 public:
     virtual ~Backend() = default;
@@ -79,6 +83,17 @@ public:
     virtual std::unique_ptr<Pending> start_reduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op,
                                                   int root) = 0;
     virtual std::unique_ptr<Pending> start_broadcast(void* data, int64_t bytes, int root) = 0;
+    /// Every rank's `count` elements of `send`, in rank order, into `recv`
+    /// (size() × count elements). `send` may be recv + rank() × count (in
+    /// place); otherwise the two do not overlap. A backend without it says
+    /// DDP_ERR_UNSUPPORTED.
+    virtual std::unique_ptr<Pending> start_allgather(const void* send, void* recv, int64_t count, ddp_dtype dtype);
+    /// Reduces every rank's `send` (size() × count elements) with `op` (SUM,
+    /// PROD, MIN or MAX) and leaves block rank() of the result, `count`
+    /// elements, in `recv`. The buffers do not overlap. A backend without it
+    /// says DDP_ERR_UNSUPPORTED.
+    virtual std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count,
+                                                          ddp_dtype dtype, ddp_op op);
 
     // Control plane transport (host memory, small messages).
     /// Element-wise maximum of `values` across ranks, written back into

@@ -40,6 +40,12 @@ public:
                         Clock::time_point deadline) = 0;
     virtual void broadcast(std::span<const ddp_tensor> tensors, int root, void* stream,
                            Clock::time_point deadline) = 0;
+    /// outputs[i] gets every rank's inputs[i], in rank order.
+    virtual void allgather(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, void* stream,
+                           Clock::time_point deadline) = 0;
+    /// outputs[i] gets this rank's shard of the reduction of inputs[i].
+    virtual void reduce_scatter(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, ddp_op op,
+                                void* stream, Clock::time_point deadline) = 0;
 
     /// Hands the work enqueued on `stream` so far to the watchdog, which
     /// holds it to `deadline` (naming it `what` in errors) and calls `end`

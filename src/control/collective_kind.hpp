@@ -17,6 +17,8 @@ enum class CollectiveKind : uint64_t {
     reducer_create = 7,  ///< ddp_reducer_create
     reducer_step = 8,    ///< one step of a reducer, from its first mark to its wait
     timeline_start = 9,  ///< ddp_timeline_start (and DDP_TIMELINE in ddp_init)
+    allgather = 10,
+    reduce_scatter = 11,
 };
 
 /// "allreduce", ...; "an unknown collective" for other values.

@@ -5,6 +5,9 @@
 #include <functional>
 
 #include "control/agreement.hpp"
+#include "core/allgather.hpp"
+#include "core/data_steps.hpp"
+#include "core/reduce_scatter.hpp"
 #include "core/device_collectives.hpp"
 #include "device/cpu/elementwise.hpp"
 #include "util/dtype.hpp"
@@ -42,17 +45,6 @@ void unpack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_te
             const std::byte* bucket, double divisor) {
     for (int64_t index : plan.members_of(step))
         bucket = unpack_one(tensors[static_cast<size_t>(index)], bucket, divisor);
-}
-
-int64_t step_bytes(const PlanStep& step) { return step.elements * static_cast<int64_t>(element_size(step.dtype)); }
-
-// Fills a timeline event with a plan step's details (only when recording).
-void describe_step(trace::Span& span, const FusionPlan& plan, const PlanStep& step, size_t index,
-                   const CollectiveCall& call) {
-    if (!span.on()) return;
-    span.event().bytes = step_bytes(step);
-    span.event().index = static_cast<int64_t>(index);
-    if (!call.names.empty()) span.event().names = trace::names_json(call.names, plan.members_of(step));
 }
 
 // The bytes of a host allreduce small enough to travel inside agreement's
@@ -117,19 +109,7 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
         if (flight.step == nullptr) return;
         const PlanStep& step = *flight.step;
         comm.control().wait(context, std::move(flight.pending), WaitStyle::for_data);
-        if (timeline.on()) {
-            trace::Event transfer;
-            transfer.name = "transfer";
-            transfer.tid = trace::thread_row(trace::Row::transfer, static_cast<int>(flight.index % 2));
-            transfer.ts_ns = flight.started_ns;
-            transfer.dur_ns = trace::now_ns() - flight.started_ns;
-            transfer.sequence = context.sequence;
-            transfer.bytes = step_bytes(step);
-            transfer.index = static_cast<int64_t>(flight.index);
-            transfer.plane = comm.backend().name();
-            if (!call.names.empty()) transfer.names = trace::names_json(call.names, plan.members_of(step));
-            timeline.record(std::move(transfer));
-        }
+        record_transfer(comm, context, plan, flight.index, call, flight.started_ns);
         if (flight.in_bucket) {
             if (unpack_after) {
                 trace::Span span(timeline, divisor != 1.0 ? "unpack + divide" : "unpack", trace::Row::work,
@@ -177,12 +157,6 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
         previous = std::move(current);
     }
     finish(previous);
-}
-
-ddp_op backend_op(ddp_op op) { return op == DDP_OP_AVG ? DDP_OP_SUM : op; }
-
-double avg_divisor(Communicator& comm, ddp_op op) {
-    return op == DDP_OP_AVG ? static_cast<double>(comm.backend().size()) : 1.0;
 }
 
 // Root's tensors to every rank, fused as the plan says.
@@ -245,6 +219,8 @@ void move_data(Communicator& comm, CallContext& context, const CollectiveCall& c
         broadcast_planned(comm, context, plan, call, call.root);
         broadcast_scalars(comm, context, call);
         return;
+    case CollectiveKind::allgather: return allgather_planned(comm, context, plan, call);
+    case CollectiveKind::reduce_scatter: return reduce_scatter_planned(comm, context, plan, call);
     case CollectiveKind::check_replicas: return;  // compared without a plan, above
     case CollectiveKind::barrier: return;         // agreement needs every rank: it is the barrier
     case CollectiveKind::reducer_create:
@@ -300,7 +276,7 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
     }
     if (carried != 0) return allreduce_in_agreement(comm, context, call, words, carried);
     agree(comm.backend(), control, context, words);
-    if (comm.backend().size() == 1) {  // one rank: every result is the input
+    if (comm.backend().size() == 1 && call.outputs.empty()) {  // one rank: every result is the input
         if (call.identical != nullptr) *call.identical = true;
         if (call.gpu_request) call.gpu_request->state->complete(DDP_OK, "");
         return;

@@ -30,7 +30,11 @@ struct GpuRequest {
 /// One collective as every rank describes it (after validation).
 struct CollectiveCall {
     CollectiveKind kind = CollectiveKind::barrier;
+    /// The tensors the call reads (and, for every kind but allgather and
+    /// reduce_scatter, writes in place).
     std::span<const ddp_tensor> tensors;
+    /// allgather's and reduce_scatter's results, one per tensor; else empty.
+    std::span<const ddp_tensor> outputs;
     ddp_op op = DDP_OP_SUM;
     int32_t root = 0;
     int64_t fusion_bytes = 0;   ///< resolved: never 0; -1 turns fusion off

@@ -13,11 +13,13 @@ bool runs_on_gpu(Communicator& comm, const CollectiveCall& call) {
     switch (call.kind) {
     case CollectiveKind::allreduce:
     case CollectiveKind::reduce:
+    case CollectiveKind::reduce_scatter:
         for (const ddp_tensor& tensor : call.tensors)
             if (!plane->reduces(call.op, dtype_of(tensor))) return false;
         return true;
     case CollectiveKind::broadcast:
-    case CollectiveKind::sync_optimizer_state: return true;
+    case CollectiveKind::sync_optimizer_state:
+    case CollectiveKind::allgather: return true;
     default: return false;  // check_replicas hashes on the host
     }
 }
@@ -30,6 +32,10 @@ void enqueue(Communicator& comm, CallContext& context, const CollectiveCall& cal
     case CollectiveKind::allreduce: plane.allreduce(call.tensors, call.op, stream, context.deadline); break;
     case CollectiveKind::reduce: plane.reduce(call.tensors, call.op, call.root, stream, context.deadline); break;
     case CollectiveKind::broadcast: plane.broadcast(call.tensors, call.root, stream, context.deadline); break;
+    case CollectiveKind::allgather: plane.allgather(call.tensors, call.outputs, stream, context.deadline); break;
+    case CollectiveKind::reduce_scatter:
+        plane.reduce_scatter(call.tensors, call.outputs, call.op, stream, context.deadline);
+        break;
     case CollectiveKind::sync_optimizer_state:
         plane.broadcast(call.tensors, call.root, stream, context.deadline);
         broadcast_scalars(comm, context, call);

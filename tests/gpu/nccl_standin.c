@@ -106,3 +106,15 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
     (void)send, (void)recv, (void)count, (void)type, (void)root, (void)comm, (void)stream;
     return ncclInvalidUsage;
 }
+
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
+                           cudaStream_t stream) {
+    (void)send, (void)recv, (void)count, (void)type, (void)comm, (void)stream;
+    return ncclInvalidUsage;
+}
+
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t stream) {
+    (void)send, (void)recv, (void)count, (void)type, (void)op, (void)comm, (void)stream;
+    return ncclInvalidUsage;
+}

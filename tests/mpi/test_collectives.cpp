@@ -388,6 +388,165 @@ TEST(CheckReplicas, IdenticalAndDifferent) {
 
 TEST(Barrier, Works) { EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message(); }
 
+// Fusion choices every allgather and reduce_scatter test runs with: the
+// default, small buckets, none.
+std::vector<ddp_collective_options> fusion_choices() {
+    std::vector<ddp_collective_options> choices(3);
+    for (ddp_collective_options& opts : choices) ddp_collective_options_init(&opts, sizeof opts);
+    choices[1].fusion_bytes = 4096;
+    choices[2].fusion_bytes = -1;
+    return choices;
+}
+
+std::vector<int64_t> times(const std::vector<int64_t>& counts, int factor) {
+    std::vector<int64_t> scaled;
+    for (int64_t count : counts) scaled.push_back(count * factor);
+    return scaled;
+}
+
+TEST(Allgather, EveryDtypeFusedAndNotInRankOrder) {
+    for (ddp_dtype dtype : all_dtypes) {
+        for (const ddp_collective_options& opts : fusion_choices()) {
+            SCOPED_TRACE(testing::Message() << "dtype 0x" << std::hex << dtype << std::dec << " fusion "
+                                            << opts.fusion_bytes);
+            TensorList inputs(dtype, mixed_counts), outputs(dtype, times(mixed_counts, size));
+            inputs.fill(rank);
+            ASSERT_EQ(ddp_allgather_tensor_list(world, inputs.tensors.data(), outputs.tensors.data(), inputs.n(), &opts),
+                      DDP_OK)
+                << message();
+            for (size_t t = 0; t < mixed_counts.size(); ++t)
+                for (int r = 0; r < size; ++r)
+                    for (int64_t i = 0; i < mixed_counts[t]; ++i) {
+                        const double expected = value(r, i + static_cast<int64_t>(t), dtype);
+                        const double got = load(outputs.tensors[t].data, r * mixed_counts[t] + i, dtype);
+                        ASSERT_EQ(got, expected) << "tensor " << t << ", rank " << r << "'s element " << i;
+                    }
+        }
+    }
+}
+
+TEST(Allgather, InPlaceFromItsOwnBlock) {
+    for (const ddp_collective_options& opts : fusion_choices()) {
+        TensorList outputs(DDP_DTYPE_F32, times({3, 50000}, size));
+        std::vector<ddp_tensor> inputs = outputs.tensors;
+        for (ddp_tensor& input : inputs) {
+            input.count /= size;
+            input.data = static_cast<float*>(input.data) + rank * input.count;
+            for (int64_t i = 0; i < input.count; ++i) put(input.data, i, static_cast<float>(rank * 100000 + i));
+        }
+        ASSERT_EQ(ddp_allgather_tensor_list(world, inputs.data(), outputs.tensors.data(), 2, &opts), DDP_OK)
+            << message();
+        for (size_t t = 0; t < inputs.size(); ++t)
+            for (int64_t i = 0; i < outputs.tensors[t].count; ++i) {
+                const int64_t r = i / inputs[t].count, j = i % inputs[t].count;
+                ASSERT_EQ(get<float>(outputs.tensors[t].data, i), static_cast<float>(r * 100000 + j))
+                    << "fusion " << opts.fusion_bytes << " tensor " << t << " element " << i;
+            }
+    }
+}
+
+TEST(ReduceScatter, EveryDtypeAndOpGivesEachRankItsShard) {
+    const std::vector<int64_t> shards = {1, 0, 3, 17, 1000, 20011, 300007};
+    for (ddp_dtype dtype : all_dtypes) {
+        for (ddp_op op : all_ops) {
+            if (op == DDP_OP_AVG && !floating(dtype)) continue;
+            for (const ddp_collective_options& opts : fusion_choices()) {
+                SCOPED_TRACE(testing::Message() << "dtype 0x" << std::hex << dtype << std::dec << " op " << op
+                                                << " fusion " << opts.fusion_bytes);
+                TensorList inputs(dtype, times(shards, size)), outputs(dtype, shards);
+                inputs.fill(rank);
+                const std::vector<std::vector<unsigned char>> before = inputs.buffers;
+                ASSERT_EQ(ddp_reduce_scatter_tensor_list(world, inputs.tensors.data(), outputs.tensors.data(),
+                                                         inputs.n(), op, &opts),
+                          DDP_OK)
+                    << message();
+                ASSERT_EQ(inputs.buffers, before) << "reduce_scatter wrote into its inputs";
+                for (size_t t = 0; t < shards.size(); ++t)
+                    for (int64_t i = 0; i < shards[t]; ++i) {
+                        // Element rank × shard + i of the reduction (fill offsets tensor t by t).
+                        const double expected = reference(op, rank * shards[t] + i + static_cast<int64_t>(t), dtype);
+                        const double got = load(outputs.tensors[t].data, i, dtype);
+                        ASSERT_LE(std::abs(got - expected), tolerance(dtype, expected))
+                            << "tensor " << t << "[" << i << "] is " << got << ", expected " << expected;
+                    }
+            }
+        }
+    }
+}
+
+TEST(ReduceScatter, ThenAllgatherEqualsAllreduce) {
+    // ZeRO's step: the two halves together are one allreduce.
+    const std::vector<int64_t> counts = {8, 3000, 100};
+    TensorList whole(DDP_DTYPE_F64, times(counts, size)), shard(DDP_DTYPE_F64, counts),
+        gathered(DDP_DTYPE_F64, times(counts, size));
+    whole.fill(rank);
+    ASSERT_EQ(ddp_reduce_scatter_tensor_list(world, whole.tensors.data(), shard.tensors.data(), 3, DDP_OP_AVG, nullptr),
+              DDP_OK)
+        << message();
+    ASSERT_EQ(ddp_allgather_tensor_list(world, shard.tensors.data(), gathered.tensors.data(), 3, nullptr), DDP_OK)
+        << message();
+    ASSERT_EQ(ddp_allreduce_tensor_list(world, whole.tensors.data(), 3, DDP_OP_AVG, nullptr), DDP_OK) << message();
+    EXPECT_EQ(gathered.buffers, whole.buffers);
+}
+
+TEST(ReduceScatter, UnevenCountIsRefusedNamingTheTensor) {
+    if (size == 1) GTEST_SKIP() << "every count divides by one rank";
+    TensorList inputs(DDP_DTYPE_F32, {static_cast<int64_t>(size) * 2, static_cast<int64_t>(size) * 3 + 1}),
+        outputs(DDP_DTYPE_F32, {2, 3});
+    EXPECT_EQ(ddp_reduce_scatter_tensor_list(world, inputs.tensors.data(), outputs.tensors.data(), 2, DDP_OP_SUM,
+                                             nullptr),
+              DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(message().find("inputs[1].count is " + std::to_string(size * 3 + 1) + ", not a multiple of the " +
+                             std::to_string(size) + " ranks"),
+              std::string::npos)
+        << message();
+    EXPECT_NE(message().find("pad it to " + std::to_string(size * 4)), std::string::npos) << message();
+    EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
+}
+
+TEST(Allgather, ArgumentErrorsNameTheTensor) {
+    TensorList inputs(DDP_DTYPE_F32, {4, 4}), outputs(DDP_DTYPE_F32, {4L * size, 4L * size + 1}),
+        wide(DDP_DTYPE_F64, {4L * size, 4L * size});
+    EXPECT_EQ(ddp_allgather_tensor_list(world, inputs.tensors.data(), outputs.tensors.data(), 2, nullptr),
+              DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(message().find("outputs[1].count is " + std::to_string(4 * size + 1)), std::string::npos) << message();
+    EXPECT_EQ(ddp_allgather_tensor_list(world, inputs.tensors.data(), wide.tensors.data(), 2, nullptr),
+              DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(message().find("outputs[0].dtype is f64 but inputs[0].dtype is f32"), std::string::npos) << message();
+    EXPECT_EQ(ddp_allgather_tensor_list(world, inputs.tensors.data(), nullptr, 2, nullptr), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(message().find("outputs is NULL"), std::string::npos) << message();
+    if (size > 1) {  // an input inside another rank's block of its output
+        std::vector<ddp_tensor> inside = {outputs.tensors[0]};
+        inside[0].count = 4;
+        inside[0].data = static_cast<float*>(inside[0].data) + 4 * ((rank + 1) % size);
+        EXPECT_EQ(ddp_allgather_tensor_list(world, inside.data(), outputs.tensors.data(), 1, nullptr),
+                  DDP_ERR_INVALID_ARGUMENT);
+        EXPECT_NE(message().find("inputs[0] overlaps outputs[0]"), std::string::npos) << message();
+    }
+    EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
+}
+
+TEST(Async, AllgatherAndReduceScatterRequests) {
+    TensorList inputs(DDP_DTYPE_F32, {5, 70000}), gathered(DDP_DTYPE_F32, times({5, 70000}, size)),
+        whole(DDP_DTYPE_F32, times({5, 70000}, size)), shard(DDP_DTYPE_F32, {5, 70000});
+    inputs.fill(rank);
+    whole.fill(rank);
+    ddp_request *gather = nullptr, *scatter = nullptr;
+    ASSERT_EQ(ddp_allgather_tensor_list_async(world, inputs.tensors.data(), gathered.tensors.data(), 2, nullptr,
+                                              &gather),
+              DDP_OK)
+        << message();
+    ASSERT_EQ(ddp_reduce_scatter_tensor_list_async(world, whole.tensors.data(), shard.tensors.data(), 2, DDP_OP_SUM,
+                                                   nullptr, &scatter),
+              DDP_OK)
+        << message();
+    ASSERT_EQ(ddp_request_free(gather), DDP_OK) << message();
+    ASSERT_EQ(ddp_request_free(scatter), DDP_OK) << message();
+    for (int r = 0; r < size; ++r)
+        EXPECT_EQ(load(gathered.tensors[1].data, r * 70000 + 7, DDP_DTYPE_F32), value(r, 8, DDP_DTYPE_F32));
+    EXPECT_EQ(load(shard.tensors[1].data, 7, DDP_DTYPE_F32), reference(DDP_OP_SUM, rank * 70000 + 8, DDP_DTYPE_F32));
+}
+
 // Every rank passes a valid list, but one rank's differs in one way. Every
 // rank must return DDP_ERR_MISMATCH quickly, naming two ranks and what
 // differs, and the communicator must stay usable.
@@ -502,6 +661,33 @@ TEST_F(Mismatch, BindingReportsAnInvalidCallOfItsOwn) {
     }
     EXPECT_EQ(ddp_report_invalid_call(world, "gather", "", nullptr), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_NE(message().find("\"gather\" is not one of"), std::string::npos) << message();
+}
+
+TEST_F(Mismatch, AllgatherInputSize) {
+    TensorList inputs(DDP_DTYPE_F32, {4, rank == odd ? 6 : 5}), outputs(DDP_DTYPE_F32, times({4, rank == odd ? 6 : 5}, size));
+    expect_mismatch(ddp_allgather_tensor_list(world, inputs.tensors.data(), outputs.tensors.data(), 2, nullptr),
+                    "tensor 1 is f32[5]");
+}
+
+TEST_F(Mismatch, ReduceScatterAgainstAllreduce) {
+    TensorList inputs(DDP_DTYPE_F32, {4L * size}), outputs(DDP_DTYPE_F32, {4});
+    expect_mismatch(rank == odd ? ddp_allreduce_tensor_list(world, inputs.tensors.data(), 1, DDP_OP_SUM, nullptr)
+                                : ddp_reduce_scatter_tensor_list(world, inputs.tensors.data(), outputs.tensors.data(), 1,
+                                                                 DDP_OP_SUM, nullptr),
+                    "called reduce_scatter");
+}
+
+TEST_F(Mismatch, ReduceScatterOutputCountOnOneRank) {
+    TensorList inputs(DDP_DTYPE_F32, {4L * size}), outputs(DDP_DTYPE_F32, {rank == odd ? 3 : 4});
+    const ddp_status status = ddp_reduce_scatter_tensor_list(world, inputs.tensors.data(), outputs.tensors.data(), 1,
+                                                             DDP_OP_SUM, nullptr);
+    if (rank == odd) {
+        EXPECT_EQ(status, DDP_ERR_INVALID_ARGUMENT);
+        EXPECT_NE(message().find("outputs[0].count is 3"), std::string::npos) << message();
+        expect_usable();
+    } else {
+        expect_mismatch(status, "rank " + std::to_string(odd) + " passed invalid arguments to reduce_scatter");
+    }
 }
 
 TEST_F(Mismatch, AsyncRequestReportsIt) {

@@ -107,9 +107,9 @@ function __init__()
 end
 
 const DDP_VERSION_MAJOR = 1
-const DDP_VERSION_MINOR = 2
+const DDP_VERSION_MINOR = 3
 const DDP_VERSION_PATCH = 0
-const DDP_VERSION_NUMBER = 10200
+const DDP_VERSION_NUMBER = 10300
 const DDP_NO_MPI_COMM = -1
 const DDP_CUDA_STREAM_PER_THREAD = 2
 const DDP_SHARD_SHUFFLE_MAX_ITEMS = 4294967296
@@ -315,6 +315,10 @@ const ADDRESSES = (
     ddp_request_free = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_broadcast_tensor_list = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_reduce_tensor_list = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_allgather_tensor_list = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_allgather_tensor_list_async = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_reduce_scatter_tensor_list = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_reduce_scatter_tensor_list_async = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_sync_optimizer_state = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_check_replicas = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_barrier = Ref{Ptr{Cvoid}}(C_NULL),
@@ -594,6 +598,65 @@ function ddp_reduce_tensor_list(comm, tensors, n, op, root, opts)
 end
 
 """
+    ddp_allgather_tensor_list(comm, inputs, outputs, n, opts)
+
+Gathers every rank's `inputs` into every rank's `outputs` (the parameter
+half of ZeRO and FSDP): outputs[i] holds inputs[i] of rank 0, then of
+rank 1, and so on, back to back, so outputs[i] has inputs[i]'s dtype and
+memory and `size` times its count. inputs[i] may be exactly this rank's
+block of outputs[i] (at outputs[i].data + rank × inputs[i]'s bytes: in
+place); any other overlap between the lists is refused, as is an
+outputs[i] of another count or dtype. Small tensors travel fused, as in
+allreduce. `outputs` is read as an array of `n` tensors.
+Collective (since 1.3). Returns DDP_ERR_INVALID_ARGUMENT (naming the
+tensor and field), DDP_ERR_MISMATCH (ranks pass different input lists;
+the message names both ranks and the first differing tensor), and the
+errors of allreduce.
+"""
+function ddp_allgather_tensor_list(comm, inputs, outputs, n, opts)
+    @ccall $(function_pointer(ADDRESSES.ddp_allgather_tensor_list, :ddp_allgather_tensor_list))(comm::Ptr{ddp_comm}, inputs::Ptr{ddp_tensor}, outputs::Ptr{ddp_tensor}, n::Int64, opts::Ptr{ddp_collective_options})::ddp_status
+end
+
+"""
+    ddp_allgather_tensor_list_async(comm, inputs, outputs, n, opts, request)
+
+ddp_allgather_tensor_list started as ddp_allreduce_tensor_list_async
+starts an allreduce (since 1.3): both arrays are copied, the buffers
+must stay alive until the request completes.
+"""
+function ddp_allgather_tensor_list_async(comm, inputs, outputs, n, opts, request)
+    @ccall $(function_pointer(ADDRESSES.ddp_allgather_tensor_list_async, :ddp_allgather_tensor_list_async))(comm::Ptr{ddp_comm}, inputs::Ptr{ddp_tensor}, outputs::Ptr{ddp_tensor}, n::Int64, opts::Ptr{ddp_collective_options}, request::Ptr{Ptr{ddp_request}})::ddp_status
+end
+
+"""
+    ddp_reduce_scatter_tensor_list(comm, inputs, outputs, n, op, opts)
+
+Reduces every rank's `inputs` with `op` and leaves this rank's equal
+shard of each result in its `outputs` (the gradient half of ZeRO and
+FSDP): with c = inputs[i].count / size, outputs[i] (c elements, inputs[i]'s
+dtype and memory) gets elements [rank × c, (rank + 1) × c) of the
+reduction of inputs[i]. Shards are equal: an inputs[i].count that is not a
+multiple of the communicator's size is DDP_ERR_INVALID_ARGUMENT naming the
+tensor (pad it to the next multiple; the message says to what), and a
+shard above 2^30 - 1 elements is DDP_ERR_UNSUPPORTED. Inputs are only
+read; the lists must not overlap. AVG and integer rules as allreduce's.
+Collective (since 1.3). Errors as ddp_allgather_tensor_list.
+"""
+function ddp_reduce_scatter_tensor_list(comm, inputs, outputs, n, op, opts)
+    @ccall $(function_pointer(ADDRESSES.ddp_reduce_scatter_tensor_list, :ddp_reduce_scatter_tensor_list))(comm::Ptr{ddp_comm}, inputs::Ptr{ddp_tensor}, outputs::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options})::ddp_status
+end
+
+"""
+    ddp_reduce_scatter_tensor_list_async(comm, inputs, outputs, n, op, opts, request)
+
+ddp_reduce_scatter_tensor_list started as an async request (since 1.3),
+as ddp_allgather_tensor_list_async.
+"""
+function ddp_reduce_scatter_tensor_list_async(comm, inputs, outputs, n, op, opts, request)
+    @ccall $(function_pointer(ADDRESSES.ddp_reduce_scatter_tensor_list_async, :ddp_reduce_scatter_tensor_list_async))(comm::Ptr{ddp_comm}, inputs::Ptr{ddp_tensor}, outputs::Ptr{ddp_tensor}, n::Int64, op::ddp_op, opts::Ptr{ddp_collective_options}, request::Ptr{Ptr{ddp_request}})::ddp_status
+end
+
+"""
     ddp_sync_optimizer_state(comm, leaves, n, scalars, n_scalars, root, opts)
 
 Makes every rank's optimizer state equal root's: `n` leaf tensors (moment
@@ -805,8 +868,8 @@ DDP_ERR_MISMATCH at once, naming this rank and `reason` (may be NULL;
 the first 1024 bytes travel), instead of waiting for this rank.
 `collective` is the call's name: "allreduce" (its async form too),
 "broadcast", "reduce", "sync_optimizer_state", "check_replicas",
-"barrier" or "reducer_create". `opts` (may be NULL) gives the timeout of
-that step, as for the call. Runs in call order, as a collective. Returns
+"barrier", "reducer_create", "allgather" or "reduce_scatter". `opts`
+(may be NULL) gives the timeout of that step, as for the call. Runs in call order, as a collective. Returns
 DDP_OK once this rank has taken part (the binding then reports its own
 error); DDP_ERR_INVALID_ARGUMENT for a NULL comm or collective or an
 unknown name (then it took no part), DDP_ERR_NOT_INITIALIZED.

@@ -14,9 +14,9 @@ _lib = load_library()
 
 # Constants
 DDP_VERSION_MAJOR = 1
-DDP_VERSION_MINOR = 2
+DDP_VERSION_MINOR = 3
 DDP_VERSION_PATCH = 0
-DDP_VERSION_NUMBER = 10200
+DDP_VERSION_NUMBER = 10300
 DDP_NO_MPI_COMM = -1
 DDP_CUDA_STREAM_PER_THREAD = 2
 DDP_SHARD_SHUFFLE_MAX_ITEMS = 4294967296
@@ -349,6 +349,26 @@ ddp_reduce_tensor_list = _lib.ddp_reduce_tensor_list
 ddp_reduce_tensor_list.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.c_int, ctypes.c_int32, ctypes.POINTER(ddp_collective_options)]
 ddp_reduce_tensor_list.restype = ctypes.c_int
 ddp_reduce_tensor_list.errcheck = _check_status
+
+ddp_allgather_tensor_list = _lib.ddp_allgather_tensor_list
+ddp_allgather_tensor_list.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.POINTER(ddp_collective_options)]
+ddp_allgather_tensor_list.restype = ctypes.c_int
+ddp_allgather_tensor_list.errcheck = _check_status
+
+ddp_allgather_tensor_list_async = _lib.ddp_allgather_tensor_list_async
+ddp_allgather_tensor_list_async.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.POINTER(ddp_collective_options), ctypes.POINTER(ctypes.POINTER(ddp_request))]
+ddp_allgather_tensor_list_async.restype = ctypes.c_int
+ddp_allgather_tensor_list_async.errcheck = _check_status
+
+ddp_reduce_scatter_tensor_list = _lib.ddp_reduce_scatter_tensor_list
+ddp_reduce_scatter_tensor_list.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ddp_collective_options)]
+ddp_reduce_scatter_tensor_list.restype = ctypes.c_int
+ddp_reduce_scatter_tensor_list.errcheck = _check_status
+
+ddp_reduce_scatter_tensor_list_async = _lib.ddp_reduce_scatter_tensor_list_async
+ddp_reduce_scatter_tensor_list_async.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ddp_collective_options), ctypes.POINTER(ctypes.POINTER(ddp_request))]
+ddp_reduce_scatter_tensor_list_async.restype = ctypes.c_int
+ddp_reduce_scatter_tensor_list_async.errcheck = _check_status
 
 ddp_sync_optimizer_state = _lib.ddp_sync_optimizer_state
 ddp_sync_optimizer_state.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.POINTER(ctypes.c_double), ctypes.c_int64, ctypes.c_int32, ctypes.POINTER(ddp_collective_options)]

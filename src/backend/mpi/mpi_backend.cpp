@@ -300,6 +300,47 @@ public:
         });
     }
 
+    std::unique_ptr<Pending> start_allgather(const void* send, void* recv, int64_t count, ddp_dtype dtype) override {
+        MPI_Datatype type = mpi_type(dtype);
+        const auto element = static_cast<int64_t>(element_size(dtype));
+        auto* out = static_cast<char*>(recv);
+        const bool in_place = send == out + rank_ * count * element;
+        auto requests = std::make_unique<Requests>();
+        // Longer than an MPI count: in pieces, each rank's piece landing in
+        // its block through a receive type stretched to the block's length.
+        for (int64_t done = 0; done < count;) {
+            const int64_t piece = std::min(count - done, max_chunk);
+            const void* from = in_place ? MPI_IN_PLACE : static_cast<const char*>(send) + done * element;
+            if (piece == count) {
+                check(MPI_Iallgather(from, static_cast<int>(piece), type, out, static_cast<int>(piece), type, comm_,
+                                     requests->add()),
+                      "MPI_Iallgather");
+            } else {
+                MPI_Datatype block = MPI_DATATYPE_NULL, stretched = MPI_DATATYPE_NULL;
+                check(MPI_Type_contiguous(static_cast<int>(piece), type, &block), "MPI_Type_contiguous");
+                check(MPI_Type_create_resized(block, 0, count * element, &stretched), "MPI_Type_create_resized");
+                check(MPI_Type_commit(&stretched), "MPI_Type_commit");
+                const int started = MPI_Iallgather(from, static_cast<int>(piece), type, out + done * element, 1,
+                                                   stretched, comm_, requests->add());
+                MPI_Type_free(&stretched);  // MPI keeps it while the operation runs
+                MPI_Type_free(&block);
+                check(started, "MPI_Iallgather");
+            }
+            done += piece;
+        }
+        return requests;
+    }
+
+    std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count, ddp_dtype dtype,
+                                                  ddp_op op) override {
+        // The C boundary keeps a shard within one MPI count (max_shard_elements).
+        auto requests = std::make_unique<Requests>();
+        check(MPI_Ireduce_scatter_block(send, recv, static_cast<int>(count), mpi_type(dtype), op_for(dtype, op), comm_,
+                                        requests->add()),
+              "MPI_Ireduce_scatter_block");
+        return requests;
+    }
+
     std::unique_ptr<Pending> start_max_u64(std::span<uint64_t> values) override {
         return start_max_u64_carrying(values, nullptr, 0, DDP_DTYPE_U8, DDP_OP_MAX);
     }

@@ -83,6 +83,13 @@ public:
     std::unique_ptr<Pending> start_broadcast(void* data, int64_t bytes, int root) override {
         return host_->start_broadcast(data, bytes, root);
     }
+    std::unique_ptr<Pending> start_allgather(const void* send, void* recv, int64_t count, ddp_dtype dtype) override {
+        return host_->start_allgather(send, recv, count, dtype);
+    }
+    std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count, ddp_dtype dtype,
+                                                  ddp_op op) override {
+        return host_->start_reduce_scatter(send, recv, count, dtype, op);
+    }
     std::unique_ptr<Pending> start_max_u64(std::span<uint64_t> values) override {
         return host_->start_max_u64(values);
     }
@@ -154,6 +161,25 @@ public:
         });
     }
 
+    void allgather(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, void* stream,
+                   Clock::time_point deadline) override {
+        pairs_of(inputs, outputs, deadline, "ncclAllGather",
+                 [&](const ddp_tensor& in, const ddp_tensor& out, const NcclLibrary& nccl, ncclComm_t comm) {
+                     return nccl.all_gather(in.data, out.data, byte_size(in), ncclUint8, comm,
+                                            static_cast<cudaStream_t>(stream));
+                 });
+    }
+
+    void reduce_scatter(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, ddp_op op,
+                        void* stream, Clock::time_point deadline) override {
+        pairs_of(inputs, outputs, deadline, "ncclReduceScatter",
+                 [&](const ddp_tensor& in, const ddp_tensor& out, const NcclLibrary& nccl, ncclComm_t comm) {
+                     return nccl.reduce_scatter(in.data, out.data, static_cast<size_t>(out.count), nccl_type(in.dtype),
+                                                nccl_op(op), comm, static_cast<cudaStream_t>(stream));
+                 });
+        if (op == DDP_OP_AVG) divide_by_size(outputs, stream);
+    }
+
     std::shared_ptr<cuda::Event> watch(void* stream, Clock::time_point deadline, std::string what,
                                        WorkEnd end) override {
         auto event = std::make_shared<cuda::Event>();
@@ -189,6 +215,16 @@ private:
             abort_nccl(error.status(), error.what());
             throw;
         }
+    }
+
+    /// group_of over (input, output) pairs: `call` on every pair with a non-empty output.
+    template <typename Call>
+    void pairs_of(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, Clock::time_point deadline,
+                  const char* what, Call call) {
+        const ddp_tensor* first = inputs.data();
+        group_of(outputs, deadline, what, [&](const ddp_tensor& out, const NcclLibrary& nccl, ncclComm_t comm) {
+            return call(first[&out - outputs.data()], out, nccl, comm);
+        });
     }
 
     void divide_by_size(std::span<const ddp_tensor> tensors, void* stream) {

@@ -50,6 +50,8 @@ NcclLibrary load(const std::string& path) {
     resolve(handle, path, "ncclAllReduce", library.all_reduce);
     resolve(handle, path, "ncclReduce", library.reduce);
     resolve(handle, path, "ncclBroadcast", library.broadcast);
+    resolve(handle, path, "ncclAllGather", library.all_gather);
+    resolve(handle, path, "ncclReduceScatter", library.reduce_scatter);
     if (library.get_version(&library.version) != ncclSuccess)
         fail(DDP_ERR_UNSUPPORTED, path + ": ncclGetVersion failed");
     if (library.version < oldest_nccl_version)

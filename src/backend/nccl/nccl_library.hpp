@@ -32,6 +32,8 @@ struct NcclLibrary {
     decltype(&ncclAllReduce) all_reduce = nullptr;
     decltype(&ncclReduce) reduce = nullptr;
     decltype(&ncclBroadcast) broadcast = nullptr;
+    decltype(&ncclAllGather) all_gather = nullptr;
+    decltype(&ncclReduceScatter) reduce_scatter = nullptr;
 
     /// "2.28.9"
     std::string version_text() const;

@@ -1,6 +1,9 @@
 // The one-process backend: rank 0 of 1, where every collective's result is
 // the input itself and there is no peer to wait for.
+#include <cstring>
+
 #include "backend/backend.hpp"
+#include "util/dtype.hpp"
 
 namespace ddp {
 
@@ -19,6 +22,16 @@ public:
     std::unique_ptr<Pending> start_allreduce(void*, int64_t, ddp_dtype, ddp_op) override { return nullptr; }
     std::unique_ptr<Pending> start_reduce(void*, int64_t, ddp_dtype, ddp_op, int) override { return nullptr; }
     std::unique_ptr<Pending> start_broadcast(void*, int64_t, int) override { return nullptr; }
+    // With one rank both are a copy of the input into the output.
+    std::unique_ptr<Pending> start_allgather(const void* send, void* recv, int64_t count, ddp_dtype dtype) override {
+        if (send != recv) std::memcpy(recv, send, static_cast<size_t>(count) * element_size(dtype));
+        return nullptr;
+    }
+    std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count, ddp_dtype dtype,
+                                                  ddp_op) override {
+        std::memcpy(recv, send, static_cast<size_t>(count) * element_size(dtype));
+        return nullptr;
+    }
 
     std::unique_ptr<Pending> start_max_u64(std::span<uint64_t>) override { return nullptr; }
     std::unique_ptr<Pending> start_max_u64_carrying(std::span<uint64_t>, void*, int64_t, ddp_dtype,
