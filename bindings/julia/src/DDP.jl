@@ -15,6 +15,7 @@ module DDP
 include("LibDDP.jl")
 include("errors.jl")
 include("bfloat16.jl")
+include("leaf_names.jl")
 include("tensors.jl")
 include("world.jl")
 include("collectives.jl")

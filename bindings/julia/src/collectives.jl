@@ -5,19 +5,35 @@
 
 Reduces `v` in place across all ranks with `op` (`+`, `*`, `min`, `max`, or `:sum`,
 `:prod`, `:min`, `:max`, `:avg`) and returns it; afterwards every rank holds the same
-result. `v` is an array, or a `Tuple`/`Vector` of arrays reduced in one call (small ones
-fused). The op defaults to SUM; averaging is asked for by name (`:avg`).
+result. `v` is an array, or a `Tuple`/`NamedTuple`/`Vector` of arrays reduced in one call
+(small ones fused; while a `timeline` records, named by field name or 1-based index). The op defaults to SUM; averaging is asked for by name (`:avg`).
 `fusion_bytes` (-1: no fusion) and `timeout_s` override libddp's defaults for this call.
 Ranks that pass different shapes, element types, ops or list lengths all get a
 `DDPError` with status `DDP_ERR_MISMATCH`.
 """
 function allreduce!(v, op = +, comm::Communicator = world();
                     fusion_bytes = nothing, timeout_s = nothing)
-    code, opts = op_code(op), collective_options(fusion_bytes, timeout_s)
-    with_tensors(array_list(v)) do tensors
-        check(LibDDP.ddp_allreduce_tensor_list(comm.handle, tensors, length(tensors), code, opts))
-    end
+    code, arrays = op_code(op), array_list(v)
+    allreduce_arrays!(arrays, code, comm, fusion_bytes, timeout_s, list_names(v, arrays))
     return v
+end
+
+"""
+    allreduce_arrays!(arrays, code, comm, fusion_bytes, timeout_s, names)
+
+One `ddp_allreduce_tensor_list` on `arrays` with op `code`, its tensors named by
+`names` (`LeafNames`, or `nothing`).
+"""
+function allreduce_arrays!(arrays, code, comm::Communicator, fusion_bytes, timeout_s,
+                           names::Union{Nothing, LeafNames})
+    opts = collective_options(fusion_bytes, timeout_s, names)
+    GC.@preserve names begin
+        with_tensors(arrays) do tensors
+            check(LibDDP.ddp_allreduce_tensor_list(comm.handle, tensors, length(tensors), code,
+                                                   opts))
+        end
+    end
+    return arrays
 end
 
 """
@@ -64,12 +80,15 @@ until `wait(request)`. Argument errors are thrown here, errors of the reduction 
 """
 function Iallreduce!(v, op = +, comm::Communicator = world();
                      fusion_bytes = nothing, timeout_s = nothing)
-    code, opts = op_code(op), collective_options(fusion_bytes, timeout_s)
-    arrays = array_list(v)
+    code, arrays = op_code(op), array_list(v)
+    names = list_names(v, arrays)  # libddp copies them before it returns
+    opts = collective_options(fusion_bytes, timeout_s, names)
     handle = Ref{Ptr{LibDDP.ddp_request}}(C_NULL)
-    with_tensors(arrays) do tensors
-        check(LibDDP.ddp_allreduce_tensor_list_async(comm.handle, tensors, length(tensors),
-                                                     code, opts, handle))
+    GC.@preserve names begin
+        with_tensors(arrays) do tensors
+            check(LibDDP.ddp_allreduce_tensor_list_async(comm.handle, tensors, length(tensors),
+                                                         code, opts, handle))
+        end
     end
     return v, Request(handle[], arrays)
 end
@@ -101,9 +120,14 @@ rank's `v` in place and returns it (`FluxMPI.bcast!`). `root` is 0-based, as ran
 """
 function bcast!(v, root::Integer = 0, comm::Communicator = world();
                 fusion_bytes = nothing, timeout_s = nothing)
-    opts = collective_options(fusion_bytes, timeout_s)
-    with_tensors(array_list(v)) do tensors
-        check(LibDDP.ddp_broadcast_tensor_list(comm.handle, tensors, length(tensors), root, opts))
+    arrays = array_list(v)
+    names = list_names(v, arrays)
+    opts = collective_options(fusion_bytes, timeout_s, names)
+    GC.@preserve names begin
+        with_tensors(arrays) do tensors
+            check(LibDDP.ddp_broadcast_tensor_list(comm.handle, tensors, length(tensors), root,
+                                                   opts))
+        end
     end
     return v
 end
@@ -116,10 +140,14 @@ other ranks' `v` are left unchanged. Returns `v`.
 """
 function reduce!(v, op = +, root::Integer = 0, comm::Communicator = world();
                  fusion_bytes = nothing, timeout_s = nothing)
-    code, opts = op_code(op), collective_options(fusion_bytes, timeout_s)
-    with_tensors(array_list(v)) do tensors
-        check(LibDDP.ddp_reduce_tensor_list(comm.handle, tensors, length(tensors), code, root,
-                                            opts))
+    code, arrays = op_code(op), array_list(v)
+    names = list_names(v, arrays)
+    opts = collective_options(fusion_bytes, timeout_s, names)
+    GC.@preserve names begin
+        with_tensors(arrays) do tensors
+            check(LibDDP.ddp_reduce_tensor_list(comm.handle, tensors, length(tensors), code, root,
+                                                opts))
+        end
     end
     return v
 end

@@ -59,10 +59,20 @@ end
     array_list(v)
 
 The arrays one collective call works on: `v` itself when it is an array of numbers,
-else the arrays of a `Tuple` or `Vector` of them (reduced in one call, fused).
+else the arrays of a `Tuple`, `NamedTuple` or `Vector` of them (reduced in one call, fused).
 """
 array_list(v::AbstractArray{<:Number}) = (v,)
 array_list(v::Union{Tuple, AbstractVector{<:AbstractArray}}) = v
+array_list(v::NamedTuple) = values(v)
+
+"""
+    list_names(v, arrays)
+
+The `LeafNames` of the `arrays` of `array_list(v)` while a timeline records (field
+names, 1-based indices); `nothing` for a single array, which needs no name.
+"""
+list_names(::AbstractArray{<:Number}, arrays) = nothing
+list_names(v, arrays) = leaf_names(v, arrays)
 
 """
     with_tensors(f, arrays)
@@ -99,15 +109,16 @@ op_code(op) = throw(ArgumentError(
     "op $op: use +, *, min, max or :sum, :prod, :min, :max, :avg"))
 
 """
-    collective_options(fusion_bytes, timeout_s)
+    collective_options(fusion_bytes, timeout_s, names = nothing)
 
-`C_NULL` (libddp's defaults) when both are `nothing`, else a filled
-`Ref{ddp_collective_options}` (fusion bucket bytes, -1 for no fusion; seconds). Device
-calls run on libddp's default stream (CUDA's legacy default stream); the CUDA extension
-synchronizes the task's stream before handing libddp a `CuArray`.
+`C_NULL` (libddp's defaults) when all are `nothing`, else a filled
+`Ref{ddp_collective_options}` (fusion bucket bytes, -1 for no fusion; seconds; the
+tensors' `LeafNames`, which the caller keeps alive with `GC.@preserve` for the call).
+Device calls run on libddp's default stream (CUDA's legacy default stream); the CUDA
+extension synchronizes the task's stream before handing libddp a `CuArray`.
 """
-function collective_options(fusion_bytes, timeout_s)
-    fusion_bytes === nothing && timeout_s === nothing && return C_NULL
+function collective_options(fusion_bytes, timeout_s, names::Union{Nothing, LeafNames} = nothing)
+    fusion_bytes === nothing && timeout_s === nothing && names === nothing && return C_NULL
     opts = Ref{LibDDP.ddp_collective_options}()
     check(LibDDP.ddp_collective_options_init(opts, sizeof(LibDDP.ddp_collective_options)))
     defaults = opts[]
@@ -116,6 +127,6 @@ function collective_options(fusion_bytes, timeout_s)
         fusion_bytes === nothing ? defaults.fusion_bytes : Int64(fusion_bytes),
         timeout_s === nothing ? defaults.timeout_s : Float64(timeout_s),
         defaults.cuda_stream,
-        defaults.names)
+        names === nothing ? defaults.names : pointer(names.pointers))
     return opts
 end

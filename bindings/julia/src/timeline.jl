@@ -8,7 +8,11 @@ Records a Chrome trace-event timeline of every collective while `f()` runs, then
 completes this rank's file and returns `f()`'s value. The file is `path` with `%r`
 replaced by the rank, else with `.rankR` before a final `.json`
 (`"trace.json"` → `trace.rank0.json`). Collective: every rank calls it in the
-same place among its collectives.
+same place among its collectives. Meanwhile the tree calls (`allreduce_gradients`,
+`synchronize!`, `allreduce!` on a `Tuple`/`NamedTuple`/`Vector`) name each array in
+the events by its path: field names and 1-based indices joined with dots
+(`layer_1.weight`, `state.1`). `DDP_TIMELINE` at `DDP.Init()` does the same for the
+whole run.
 
 ```julia
 timeline("run/trace.json") do
@@ -20,9 +24,11 @@ end
 """
 function timeline(f, path::AbstractString; comm::Communicator = world())
     check(LibDDP.ddp_timeline_start(comm.handle, path))
+    TIMELINE_RECORDING[] = true
     try
         return f()
     finally
+        TIMELINE_RECORDING[] = false
         check(LibDDP.ddp_timeline_stop(comm.handle))
     end
 end

@@ -94,10 +94,11 @@ nothing is overwritten.
 function synchronize!(ps; root_rank::Integer = 0, comm::Communicator = world(),
                       fusion_bytes = nothing, timeout_s = nothing)
     leaves = tree_leaves(ps)
-    opts = collective_options(fusion_bytes, timeout_s)
+    names = leaf_names(ps, leaves.arrays)
+    opts = collective_options(fusion_bytes, timeout_s, names)
     scalars = leaves.scalars
     with_tensors(leaves.arrays) do tensors
-        GC.@preserve scalars check(LibDDP.ddp_sync_optimizer_state(
+        GC.@preserve scalars names check(LibDDP.ddp_sync_optimizer_state(
             comm.handle, tensors, length(tensors), pointer(scalars), length(scalars),
             root_rank, opts))
     end
@@ -109,14 +110,20 @@ end
 
 Averages the gradient tree `gs` over all ranks in one libddp call (small arrays
 fused) and returns it (`FluxMPI.allreduce_gradients`): arrays in place, numbers in the
-returned tree. Averages, as FluxMPI does; `allreduce!` sums unless told `:avg`.
+returned tree. While a `timeline` records, each array is named by its path
+(`layer_1.weight`). Averages, as FluxMPI does; `allreduce!` sums unless told `:avg`.
 """
 function allreduce_gradients(gs; comm::Communicator = world(),
                              fusion_bytes = nothing, timeout_s = nothing)
     leaves = tree_leaves(gs)
     scalars = leaves.scalars
-    arrays = isempty(scalars) ? leaves.arrays : [leaves.arrays; [scalars]]
-    allreduce!(arrays, :avg, comm; fusion_bytes, timeout_s)
+    names = leaf_names(gs, leaves.arrays)
+    if !isempty(scalars)  # the numbers go as one more array, unnamed
+        arrays, names = [leaves.arrays; [scalars]], with_unnamed(names, 1)
+    else
+        arrays = leaves.arrays
+    end
+    allreduce_arrays!(arrays, LibDDP.DDP_OP_AVG, comm, fusion_bytes, timeout_s, names)
     return isempty(scalars) ? gs : rebuild(gs, scalars)
 end
 

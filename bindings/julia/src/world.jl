@@ -49,6 +49,7 @@ function Init(; backend::Symbol = :auto, mpi_comm_fortran::Integer = LibDDP.DDP_
     handle = Ref{Ptr{LibDDP.ddp_comm}}(C_NULL)
     check(LibDDP.ddp_init(opts, handle))
     WORLD[] = Communicator(handle[])
+    TIMELINE_RECORDING[] = !isempty(get(ENV, "DDP_TIMELINE", ""))  # ddp_init started it
     atexit(Finalize)
     foreach(hook -> hook(WORLD[]), INIT_HOOKS)
     verbose && ddp_println("DDP initialized: rank ", local_rank(), " of ", total_workers())
@@ -72,6 +73,7 @@ function Finalize()
     Initialized() || return nothing
     handle = WORLD[].handle
     WORLD[] = nothing
+    TIMELINE_RECORDING[] = false
     check(LibDDP.ddp_finalize(handle))
     return nothing
 end

@@ -142,6 +142,25 @@ testset("timeline and dump_flight_recorder") do
     ddp_error(() -> timeline(() -> nothing, "/nonexistent-folder/t.json"), LibDDP.DDP_ERR_INVALID_ARGUMENT)
 end
 
+testset("timeline names each array of a tree by its path") do
+    folder = mktempdir()
+    timeline(joinpath(folder, "trace.json")) do
+        allreduce_gradients((layer_1 = (weight = ones(3, 2), bias = ones(2)),))
+        synchronize!((state = (ones(2), ones(3)), step = 1))
+        allreduce!([ones(2), ones(3)])
+        allreduce!((w = ones(2), b = ones(1)))
+    end
+    trace = read(joinpath(folder, "trace.rank$rank.json"), String)
+    @test occursin("\"names\":[\"layer_1.weight\",\"layer_1.bias\"]", trace)
+    @test occursin("\"names\":[\"state.1\",\"state.2\"]", trace)
+    @test occursin("\"names\":[\"1\",\"2\"]", trace)
+    @test occursin("\"names\":[\"w\",\"b\"]", trace)
+    # Once the timeline stops, calls build no names (and a NamedTuple still reduces).
+    @test DDP.TIMELINE_RECORDING[] == false
+    @test DDP.leaf_names((w = ones(2),), [ones(2)]) === nothing
+    @test allreduce!((w = fill(1.0, 2),)).w == fill(Float64(n), 2)
+end
+
 testset("node-local rank and size, the rank's device") do
     # mpirun starts every rank on this one machine.
     @test DDP.node_local_rank() == rank

@@ -32,7 +32,7 @@ impl Replicas {
 /// comm.allreduce(&mut [&mut loss], ddp::Op::Avg)?;      // the communicator's timeout again
 /// # Ok::<(), ddp::Error>(())
 /// ```
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Collectives<'c> {
     pub(crate) comm: &'c Comm,
     pub(crate) options: CollectiveOptions,
@@ -137,7 +137,7 @@ impl<'c> Collectives<'c> {
     /// [`Comm::allreduce`] with these options.
     pub fn allreduce<L: Tensors + ?Sized>(&self, tensors: &mut L, op: Op) -> Result<()> {
         let list = tensors.tensors_mut();
-        let opts = self.comm.raw_options(&self.options);
+        let opts = self.comm.list_options(&self.options, "allreduce", list.len())?;
         check(unsafe {
             ddp_sys::ddp_allreduce_tensor_list(self.comm.as_raw(), list.as_ptr(), list.len() as i64, op.raw(), &opts)
         })
@@ -146,7 +146,7 @@ impl<'c> Collectives<'c> {
     /// [`Comm::broadcast`] with these options.
     pub fn broadcast<L: Tensors + ?Sized>(&self, tensors: &mut L, root: i32) -> Result<()> {
         let list = tensors.tensors_mut();
-        let opts = self.comm.raw_options(&self.options);
+        let opts = self.comm.list_options(&self.options, "broadcast", list.len())?;
         check(unsafe {
             ddp_sys::ddp_broadcast_tensor_list(self.comm.as_raw(), list.as_ptr(), list.len() as i64, root, &opts)
         })
@@ -155,7 +155,7 @@ impl<'c> Collectives<'c> {
     /// [`Comm::reduce`] with these options.
     pub fn reduce<L: Tensors + ?Sized>(&self, tensors: &mut L, op: Op, root: i32) -> Result<()> {
         let list = tensors.tensors_mut();
-        let opts = self.comm.raw_options(&self.options);
+        let opts = self.comm.list_options(&self.options, "reduce", list.len())?;
         check(unsafe {
             ddp_sys::ddp_reduce_tensor_list(self.comm.as_raw(), list.as_ptr(), list.len() as i64, op.raw(), root, &opts)
         })
@@ -169,7 +169,7 @@ impl<'c> Collectives<'c> {
         root: i32,
     ) -> Result<()> {
         let list = leaves.tensors_mut();
-        let opts = self.comm.raw_options(&self.options);
+        let opts = self.comm.list_options(&self.options, "sync_optimizer_state", list.len())?;
         check(unsafe {
             ddp_sys::ddp_sync_optimizer_state(
                 self.comm.as_raw(),
@@ -186,7 +186,7 @@ impl<'c> Collectives<'c> {
     /// [`Comm::check_replicas`] with these options.
     pub fn check_replicas<L: Views + ?Sized>(&self, tensors: &L) -> Result<Replicas> {
         let list = tensors.views();
-        let opts = self.comm.raw_options(&self.options);
+        let opts = self.comm.list_options(&self.options, "check_replicas", list.len())?;
         let mut identical = 0;
         check(unsafe {
             ddp_sys::ddp_check_replicas(self.comm.as_raw(), list.as_ptr(), list.len() as i64, &opts, &mut identical)

@@ -238,6 +238,30 @@ impl Comm {
         options.apply(self.defaults)
     }
 
+    /// [`Comm::raw_options`] for `collective` (its name in
+    /// `ddp_report_invalid_call`) on a list of `tensors` tensors. Names that
+    /// do not fit the list are this rank's invalid argument, found before
+    /// libddp reads them: the peers are told, so that their call fails with
+    /// a mismatch at once instead of waiting, and the error is returned.
+    pub(crate) fn list_options(
+        &self,
+        options: &CollectiveOptions,
+        collective: &str,
+        tensors: usize,
+    ) -> Result<ddp_collective_options> {
+        let opts = self.raw_options(options);
+        if let Some(reason) = options.invalid_names(tensors) {
+            let name = CString::new(collective).expect("a collective's name has no NUL byte");
+            // The reasons quote a name with its NUL escaped.
+            let c_reason = CString::new(reason.as_str()).unwrap_or_default();
+            // SAFETY: live handle and C strings; libddp reads only the timeout of `opts`.
+            // A failure (a finalized or broken comm) leaves the argument error to report.
+            unsafe { ddp_sys::ddp_report_invalid_call(self.raw, name.as_ptr(), c_reason.as_ptr(), &opts) };
+            return Err(Error::invalid_argument(&format!("rank {}: {reason}", self.rank)));
+        }
+        Ok(opts)
+    }
+
     /// This process's rank, 0-based.
     pub fn rank(&self) -> i32 {
         self.rank

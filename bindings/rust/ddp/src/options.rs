@@ -1,7 +1,10 @@
 //! Per-call options of the collectives, built once and passed with
 //! [`crate::Comm::with`], never stored in the communicator.
-use std::ffi::c_void;
+use std::ffi::{c_void, CString};
 use std::mem::size_of;
+use std::os::raw::c_char;
+use std::ptr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ddp_sys::ddp_collective_options;
@@ -11,24 +14,46 @@ use crate::Result;
 
 /// The options of one call (or of every call made through one
 /// [`crate::Collectives`]): how long it may take, how small tensors are
-/// fused, and the CUDA stream that device buffers are ordered on. The
-/// defaults are libddp's.
+/// fused, the CUDA stream that device buffers are ordered on, and the
+/// tensors' names in a timeline. The defaults are libddp's. Cloning is cheap
+/// (the names are shared).
 ///
 /// ```
 /// use std::time::Duration;
 /// let comm = ddp::Comm::init()?;
 /// let quick = ddp::CollectiveOptions::new().timeout(Duration::from_secs(30)).no_fusion();
 /// let mut grads = vec![1.0f32; 8];
-/// comm.with(quick).allreduce(&mut [&mut grads], ddp::Op::Avg)?;
+/// comm.with(quick.clone()).allreduce(&mut [&mut grads], ddp::Op::Avg)?;
 /// comm.with(quick).barrier()?;
 /// # Ok::<(), ddp::Error>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CollectiveOptions {
     timeout: Option<Duration>,
     fusion_bytes: Option<i64>,
     cuda_stream: Option<*mut c_void>,
+    names: Option<Arc<TensorNames>>,
 }
+
+/// The names of [`CollectiveOptions::names`] as libddp reads them: owned C
+/// strings and an array of pointers to them, or why they cannot be passed.
+#[derive(Debug)]
+struct TensorNames {
+    strings: std::result::Result<Vec<CString>, String>,
+    pointers: Vec<*const c_char>,
+}
+
+impl PartialEq for TensorNames {
+    fn eq(&self, other: &Self) -> bool {
+        self.strings == other.strings
+    }
+}
+
+impl Eq for TensorNames {}
+
+// SAFETY: the pointers point into the C strings beside them, which are never changed.
+unsafe impl Send for TensorNames {}
+unsafe impl Sync for TensorNames {}
 
 // SAFETY: the stream pointer is only a handle value that libddp hands to CUDA.
 unsafe impl Send for CollectiveOptions {}
@@ -74,6 +99,48 @@ impl CollectiveOptions {
         self
     }
 
+    /// Names the call's tensors, one per tensor in list order, in the events
+    /// of a timeline ([`crate::Comm::timeline`], `DDP_TIMELINE`); read only
+    /// while one records. Local: ranks may use different names. A call whose
+    /// list has another length, or a name with a NUL byte, fails with
+    /// [`crate::ErrorKind::InvalidArgument`] (and its peers with
+    /// [`crate::ErrorKind::Mismatch`] naming this rank, at once). A
+    /// [`crate::Collectives::barrier`] has no tensors and ignores them.
+    ///
+    /// ```
+    /// let comm = ddp::Comm::init()?;
+    /// let (mut w1, mut b1) = (vec![1.0f32; 6], vec![0.0f32; 2]);
+    /// let named = ddp::CollectiveOptions::new().names(&["layer1.weight", "layer1.bias"]);
+    /// comm.with(named).allreduce(&mut [&mut w1, &mut b1], ddp::Op::Avg)?;
+    /// # Ok::<(), ddp::Error>(())
+    /// ```
+    pub fn names<S: AsRef<str>>(mut self, names: &[S]) -> Self {
+        let strings = names
+            .iter()
+            .enumerate()
+            .map(|(index, name)| {
+                CString::new(name.as_ref())
+                    .map_err(|_| format!("names: name {index} ({:?}) contains a NUL byte", name.as_ref()))
+            })
+            .collect::<std::result::Result<Vec<_>, _>>();
+        let pointers = strings.as_ref().map_or(Vec::new(), |strings| strings.iter().map(|s| s.as_ptr()).collect());
+        self.names = Some(Arc::new(TensorNames { strings, pointers }));
+        self
+    }
+
+    /// Why these options cannot go with a call on `tensors` tensors: names
+    /// of another count, or a name with a NUL byte.
+    pub(crate) fn invalid_names(&self, tensors: usize) -> Option<String> {
+        let names = self.names.as_ref()?;
+        match &names.strings {
+            Err(reason) => Some(reason.clone()),
+            Ok(strings) if strings.len() != tensors => {
+                Some(format!("names: {} names for a list of {tensors} tensors", strings.len()))
+            }
+            Ok(_) => None,
+        }
+    }
+
     /// libddp's defaults as the C struct (from `_init`, once per communicator).
     pub(crate) fn raw_defaults() -> Result<ddp_collective_options> {
         // SAFETY: zeroed is a valid ddp_collective_options; _init fills it.
@@ -93,6 +160,11 @@ impl CollectiveOptions {
         if let Some(stream) = self.cuda_stream {
             defaults.cuda_stream = stream;
         }
+        // Valid while `self` lives; a call checks the count first (invalid_names).
+        defaults.names = match self.names.as_deref() {
+            Some(TensorNames { strings: Ok(_), pointers }) => pointers.as_ptr(),
+            _ => ptr::null(),
+        };
         defaults
     }
 }

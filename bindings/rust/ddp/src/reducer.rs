@@ -116,7 +116,7 @@ impl<'c> Collectives<'c> {
     /// rank must use the same) and their timeout holds for every step.
     pub fn reducer<L: Views + ?Sized>(&self, like: &L, op: Op) -> Result<Reducer<'c>> {
         let list = like.views();
-        let opts = self.comm.raw_options(&self.options);
+        let opts = self.comm.list_options(&self.options, "reducer_create", list.len())?;
         let mut raw = ptr::null_mut();
         check(unsafe {
             ddp_sys::ddp_reducer_create(self.comm.as_raw(), list.as_ptr(), list.len() as i64, op.raw(), &opts, &mut raw)

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::ptr;
 
-use ddp_sys::{ddp_collective_options, ddp_request};
+use ddp_sys::ddp_request;
 
 use crate::error::check;
 use crate::tensors::BorrowedTensors;
@@ -23,7 +23,7 @@ use crate::{CollectiveOptions, Collectives, Comm, Op, Result};
 pub struct Scope<'scope, 'env: 'scope> {
     comm: &'env Comm,
     /// The options of every request started here.
-    options: ddp_collective_options,
+    options: CollectiveOptions,
     /// Every request started here and not yet freed.
     pending: RefCell<Vec<*mut ddp_request>>,
     scope: PhantomData<&'scope mut &'scope ()>,
@@ -83,8 +83,12 @@ impl<'env> Collectives<'env> {
     where
         F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> R,
     {
-        let options = self.comm.raw_options(&self.options);
-        let scope = Scope { comm: self.comm, options, pending: RefCell::new(Vec::new()), scope: PhantomData };
+        let scope = Scope {
+            comm: self.comm,
+            options: self.options.clone(),
+            pending: RefCell::new(Vec::new()),
+            scope: PhantomData,
+        };
         let result = {
             // Waits on drop, so a panic in `f` also waits before the buffers' borrows end.
             let guard = WaitAll(&scope);
@@ -121,15 +125,16 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         op: Op,
     ) -> Result<Request<'scope, 'env>> {
         let list = tensors.tensors_mut();
+        let options = self.comm.list_options(&self.options, "allreduce", list.len())?;
         let mut raw = ptr::null_mut();
-        // SAFETY: libddp copies the descriptor array; the buffers are borrowed for 'scope.
+        // SAFETY: libddp copies the descriptor array and the names; the buffers are borrowed for 'scope.
         check(unsafe {
             ddp_sys::ddp_allreduce_tensor_list_async(
                 self.comm.as_raw(),
                 list.as_ptr(),
                 list.len() as i64,
                 op.raw(),
-                &self.options,
+                &options,
                 &mut raw,
             )
         })?;

@@ -4,7 +4,7 @@
 mod mpi_harness;
 
 use ddp::half::{bf16, f16};
-use ddp::{Comm, Element, ErrorKind, Op, Sampler, TensorList};
+use ddp::{CollectiveOptions, Comm, Element, ErrorKind, Op, Sampler, TensorList};
 
 /// Rank r's input: small values that every dtype holds exactly, some negative.
 fn input(rank: i32, len: usize) -> Vec<f64> {
@@ -257,6 +257,31 @@ fn sampler_covers_every_item(comm: &Comm) {
     }
 }
 
+/// Every list call passes its names to the timeline; each rank names its own.
+fn timeline_names_the_tensors(comm: &Comm) {
+    let rank = comm.rank();
+    let folder = std::env::temp_dir().join(format!("ddp-rust-names-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let named = |names: &[&str]| {
+        let names: Vec<String> = names.iter().map(|name| format!("{name}.r{rank}")).collect();
+        comm.with(CollectiveOptions::new().names(&names))
+    };
+    let (mut w, mut b) = (vec![1.0f32; 6], vec![1.0f32; 2]);
+    let timeline = comm.timeline(folder.join("trace.json")).unwrap();
+    named(&["all.w", "all.b"]).allreduce(&mut [&mut w, &mut b], Op::Sum).unwrap();
+    named(&["bcast.w"]).broadcast(&mut [&mut w], 0).unwrap();
+    named(&["red.b"]).reduce(&mut [&mut b], Op::Sum, 0).unwrap();
+    named(&["opt.m"]).sync_optimizer_state(&mut [&mut w], &mut [1.0], 0).unwrap();
+    named(&["async.b"]).scope(|s| s.allreduce_async([&mut b], Op::Sum)?.wait()).unwrap().unwrap();
+    drop(named(&["grad.w", "grad.b"]).reducer(&[&w, &b], Op::Avg).unwrap());
+    timeline.stop().unwrap();
+    let trace = std::fs::read_to_string(folder.join(format!("trace.rank{rank}.json"))).unwrap();
+    for names in ["\"all.w", "\"all.b", "\"bcast.w", "\"red.b", "\"opt.m", "\"async.b", "\"grad.w", "\"grad.b"] {
+        assert!(trace.contains(&format!("{names}.r{rank}\"")), "{names} missing from {trace}");
+    }
+    std::fs::remove_dir_all(folder).unwrap();
+}
+
 fn log_from_every_rank(comm: &Comm) {
     comm.log(ddp::LogLevel::Debug, "collectives_mpi: log line").unwrap();
 }
@@ -264,7 +289,7 @@ fn log_from_every_rank(comm: &Comm) {
 fn main() {
     let comm = Comm::init().expect("ddp init");
     assert_eq!(comm.backend_name(), "mpi", "run under mpirun");
-    let tests: [(&str, fn(&Comm)); 13] = [
+    let tests: [(&str, fn(&Comm)); 14] = [
         ("every_dtype_and_op", every_dtype_and_op),
         ("u8_sum_wraps", u8_sum_wraps),
         ("mixed_list", mixed_list),
@@ -278,6 +303,7 @@ fn main() {
         ("reducer_averages_every_rank_gradients", reducer_averages_every_rank_gradients),
         ("sampler_covers_every_item", sampler_covers_every_item),
         ("log_from_every_rank", log_from_every_rank),
+        ("timeline_names_the_tensors", timeline_names_the_tensors),
     ];
     let status = mpi_harness::run(&comm, &tests);
     drop(comm);

@@ -5,7 +5,7 @@
 mod mpi_harness;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ddp::{CollectiveOptions, Collectives, Comm, DeviceSlice, Error, ErrorKind, Op, TensorList};
 
@@ -160,6 +160,37 @@ fn reducer_of_integers_averaged_on_one_rank(comm: &Comm) {
     still_works(comm);
 }
 
+/// Names that do not fit the list are the bad rank's own error; its peers
+/// get a mismatch naming it, long before their 60 s timeout.
+fn check_names_blamed(comm: &Comm, result: ddp::Result<()>, started: Instant) {
+    let err = check_blamed(comm, result, ErrorKind::InvalidArgument);
+    assert!(err.message().contains("names"), "{err}");
+    if comm.rank() != bad_rank(comm) {
+        assert_eq!(err.kind(), ErrorKind::Mismatch, "{err}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
+    still_works(comm);
+}
+
+fn names_of_another_count_on_one_rank(comm: &Comm) {
+    let names: &[&str] = if comm.rank() == bad_rank(comm) { &["w"] } else { &["w", "b"] };
+    let options = CollectiveOptions::new().timeout(Duration::from_secs(60)).names(names);
+    let (mut w, mut b) = (vec![1.0f32; 3], vec![1.0f32; 2]);
+    let started = Instant::now();
+    check_names_blamed(comm, comm.with(options.clone()).allreduce(&mut [&mut w, &mut b], Op::Sum), started);
+    let started = Instant::now();
+    let result = comm.with(options).scope(|s| s.allreduce_async([&mut w, &mut b], Op::Sum)?.wait()).unwrap();
+    check_names_blamed(comm, result, started);
+}
+
+fn name_with_a_nul_byte_on_one_rank(comm: &Comm) {
+    let name = if comm.rank() == bad_rank(comm) { "w\0" } else { "w" };
+    let options = CollectiveOptions::new().timeout(Duration::from_secs(60)).names(&[name]);
+    let weights = vec![1.0f32; 3];
+    let started = Instant::now();
+    check_names_blamed(comm, comm.with(options).reducer(&[&weights], Op::Avg).map(drop), started);
+}
+
 /// One training step on a two-gradient reducer; `backward` fills and marks
 /// the gradients and may fail. Returns the step's result (backward's error
 /// first), after the step has ended on this rank.
@@ -282,7 +313,7 @@ fn main() {
     let comm = Comm::init().expect("ddp init");
     assert_eq!(comm.backend_name(), "mpi", "run under mpirun");
     assert!(comm.size() >= 2, "run on 2 or more ranks");
-    let tests: [(&str, fn(&Comm)); 19] = [
+    let tests: [(&str, fn(&Comm)); 21] = [
         ("wrong_length_slice", wrong_length_slice),
         ("one_more_tensor_in_the_list", one_more_tensor_in_the_list),
         ("mixed_list_with_another_dtype", mixed_list_with_another_dtype),
@@ -296,6 +327,8 @@ fn main() {
         ("async_integer_average_on_one_rank", async_integer_average_on_one_rank),
         ("reducer_registered_with_another_length", reducer_registered_with_another_length),
         ("reducer_of_integers_averaged_on_one_rank", reducer_of_integers_averaged_on_one_rank),
+        ("names_of_another_count_on_one_rank", names_of_another_count_on_one_rank),
+        ("name_with_a_nul_byte_on_one_rank", name_with_a_nul_byte_on_one_rank),
         ("reducer_step_copying_a_wrong_length_slice", reducer_step_copying_a_wrong_length_slice),
         ("reducer_step_taking_a_view_of_another_type", reducer_step_taking_a_view_of_another_type),
         ("reducer_step_panicking_on_one_rank", reducer_step_panicking_on_one_rank),

@@ -134,20 +134,38 @@ fn async_in_a_scope() {
 fn per_call_options_are_arguments() {
     with_comm(|comm| {
         let options = CollectiveOptions::new().timeout(Duration::from_secs(5)).fusion_bytes(4096);
+        let with = comm.with(options.clone());
         let mut a = vec![1.5f32; 100];
         let mut steps = vec![3i64];
-        comm.with(options).allreduce(&mut [&mut a], Op::Avg).unwrap();
+        with.allreduce(&mut [&mut a], Op::Avg).unwrap();
         comm.with(options.no_fusion()).broadcast(&mut [&mut steps], 0).unwrap();
-        comm.with(options).reduce(&mut [&mut a], Op::Max, 0).unwrap();
-        comm.with(options).barrier().unwrap();
-        assert!(comm.with(options).check_replicas(&[&a]).unwrap().is_identical());
+        with.reduce(&mut [&mut a], Op::Max, 0).unwrap();
+        with.barrier().unwrap();
+        assert!(with.check_replicas(&[&a]).unwrap().is_identical());
         let mut scalars = [1.0];
-        comm.with(options).sync_optimizer_state(&mut [&mut a], &mut scalars, 0).unwrap();
-        comm.with(options).scope(|s| s.allreduce_async([&mut a], Op::Sum).unwrap().wait()).unwrap().unwrap();
+        with.sync_optimizer_state(&mut [&mut a], &mut scalars, 0).unwrap();
+        with.scope(|s| s.allreduce_async([&mut a], Op::Sum).unwrap().wait()).unwrap().unwrap();
         assert_eq!((a[99], steps[0]), (1.5, 3));
         // The options reach libddp: its checks apply to them.
-        let err = comm.with(options).allreduce(&mut [&mut steps], Op::Avg).unwrap_err();
+        let err = with.allreduce(&mut [&mut steps], Op::Avg).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    });
+}
+
+#[test]
+fn names_must_fit_the_list() {
+    with_comm(|comm| {
+        let (mut a, mut b) = (vec![1.0f32; 4], vec![2.0f32; 2]);
+        let named = comm.with(CollectiveOptions::new().names(&["a", "b"]));
+        named.allreduce(&mut [&mut a, &mut b], Op::Sum).unwrap();
+        named.barrier().unwrap(); // no tensors: the names are not read
+        let err = named.broadcast(&mut [&mut a], 0).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.message().contains("2 names for a list of 1 tensors"), "{err}");
+        let err = comm.with(CollectiveOptions::new().names(&["a\0b"])).reducer(&[&a], Op::Sum).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.message().contains("name 0 (\"a\\0b\") contains a NUL byte"), "{err}");
+        comm.allreduce(&mut [&mut a], Op::Sum).unwrap();
     });
 }
 
