@@ -40,6 +40,8 @@ TIMED_CALLS = {
     "reduce": "comm.reduce([np.ones(3)], timeout=TIMEOUT)",
     "sync_optimizer_state": "comm.sync_optimizer_state({'m': np.ones(3), 'step': 1}, timeout=TIMEOUT)",
     "check_replicas": "comm.check_replicas([np.ones(3)], timeout=TIMEOUT)",
+    "allgather": "comm.allgather({'w': np.ones(3)}, timeout=TIMEOUT)",
+    "reduce_scatter_async": "comm.reduce_scatter_async([np.ones(4)], timeout=TIMEOUT).wait()",
     "barrier": "comm.barrier(timeout=TIMEOUT)",
     "reducer": "comm.reducer([np.ones(3)], timeout=TIMEOUT)",
 }

@@ -1,4 +1,5 @@
-"""The Python example trains on 2 real ranks: the loss falls and replicas agree."""
+"""The Python examples train on 2 real ranks: the loss falls and replicas
+agree, and ZeRO-1 (sharded optimizer state) prints train_mlp.py's losses."""
 import os
 import re
 import subprocess
@@ -7,13 +8,31 @@ import sys
 from conftest import ROOT
 
 
-def test_train_mlp_on_two_ranks_converges_with_identical_replicas():
+def run_on_two_ranks(example, *arguments):
     environment = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1",
                    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     result = subprocess.run(["mpirun", "-np", "2", sys.executable,
-                             str(ROOT / "examples/python/train_mlp.py")],
+                             str(ROOT / "examples/python" / example), *arguments],
                             env=environment, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    losses = [float(loss) for loss in re.findall(r"loss (\d+\.\d+)", result.stdout)]
-    assert len(losses) == 15 and losses[-1] < 0.25 * losses[0], result.stdout
-    assert "2 ranks (mpi)" in result.stdout and "replicas identical" in result.stdout
+    return result.stdout
+
+
+def printed_losses(output):
+    return re.findall(r"loss (\d+\.\d+)", output)
+
+
+def test_train_mlp_on_two_ranks_converges_with_identical_replicas():
+    output = run_on_two_ranks("train_mlp.py")
+    losses = [float(loss) for loss in printed_losses(output)]
+    assert len(losses) == 15 and losses[-1] < 0.25 * losses[0], output
+    assert "2 ranks (mpi)" in output and "replicas identical" in output
+
+
+def test_zero_example_prints_train_mlps_losses_with_half_the_optimizer_state():
+    output = run_on_two_ranks("train_mlp_zero.py")
+    assert printed_losses(output) == printed_losses(run_on_two_ranks("train_mlp.py")), output
+    assert len(printed_losses(output)) == 15 and "replicas identical" in output, output
+    # 321 parameters, padded to 322: a momentum buffer of 161 float32 per rank.
+    assert "optimizer state per rank: 644 bytes (a shard of 161 of the 321 parameters), " \
+           "unsharded: 1284 bytes" in output, output

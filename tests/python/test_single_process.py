@@ -214,7 +214,8 @@ def test_streams_are_given_as_handles_or_stream_objects(comm):
 
 def test_every_op_defaults_to_sum(comm):
     import inspect
-    for method in (comm.allreduce, comm.allreduce_async, comm.reduce):
+    for method in (comm.allreduce, comm.allreduce_async, comm.reduce, comm.reduce_scatter,
+                   comm.reduce_scatter_async):
         assert inspect.signature(method).parameters["op"].default == "sum"
 
 
@@ -386,3 +387,13 @@ except ddp.NotInitializedError as error:
     print("raised", error.status_name)
 """], capture_output=True, text=True, cwd=ROOT)
     assert "raised DDP_ERR_NOT_INITIALIZED" in result.stdout, result.stderr
+
+
+def test_allgather_and_reduce_scatter_on_one_process_copy_into_new_arrays(comm):
+    tree = {"w": np.arange(6.0).reshape(3, 2), "n": 2}
+    gathered = comm.allgather(tree)
+    assert gathered["w"] is not tree["w"] and gathered["n"].shape == (1,)
+    np.testing.assert_array_equal(gathered["w"], tree["w"])
+    np.testing.assert_array_equal(comm.reduce_scatter(tree["w"], op="avg"), tree["w"])
+    with pytest.raises(ValueError, match=r"tensors\['n'\]: a 0-d leaf has no first dimension"):
+        comm.reduce_scatter(tree)

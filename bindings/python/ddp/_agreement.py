@@ -30,6 +30,9 @@ from ._tensors import TensorList
 LIST_MISMATCH = re.compile(r"mismatch: (.* passed \d+ (tensors|leaves|gradients) but|"
                            r"(tensor|leaf) \d+ is )")
 
+# How libddp names the lists of allgather and reduce_scatter in its messages.
+INPUT_OR_OUTPUT = re.compile(r"\b(inputs|outputs)\[(\d+)\]")
+
 
 def collective_options(fusion_bytes=None, stream=0, timeout=None, names=None):
     """A ddp_collective_options; timeout: seconds for this call (None: the
@@ -63,6 +66,7 @@ class CheckedCall:
         self.name = name
         self.timeout = timeout
         self._paths = None
+        self._out = None  # (tree, paths) of the out= of calls that write results apart
 
     def leaf_name(self, index):
         """Leaf `index` of the tree as code reaches it: tensors['layer2']['bias']."""
@@ -79,6 +83,26 @@ class CheckedCall:
             (lambda index: self.leaf_name(leaf_indices[index]))
         return TensorList(buffers, writes=writes, stream=stream, device=self.comm.device,
                           names=names)
+
+    def output_list(self, buffers, stream, out=None):
+        """The ddp_tensor list a call writes its results into (allgather,
+        reduce_scatter): out's leaves, named out['layer2']['bias'] in messages,
+        or arrays made here for the tree's leaves (out=None)."""
+        if out is not None:
+            self._out = (out, None)
+        return TensorList(buffers, writes=True, stream=stream, device=self.comm.device,
+                          names=self.output_name)
+
+    def output_name(self, index):
+        """Output `index` as code reaches it: out['layer2']['bias'], or the
+        result of tensors['layer2']['bias'] where the call made it."""
+        if self._out is None:
+            return f"the result of {self.leaf_name(index)}"
+        tree, paths = self._out
+        if paths is None:
+            paths = _trees.leaf_paths(tree)
+            self._out = (tree, paths)
+        return "out" + paths[index] if index < len(paths) else f"out leaf {index}"
 
     def __enter__(self):
         return self
@@ -100,14 +124,24 @@ class CheckedCall:
             pass  # a finalized or broken communicator: the argument error is what to report
 
     def run(self, function, *arguments):
-        """Calls libddp; a mismatch in the list is raised naming tree paths."""
+        """Calls libddp; a mismatch in the list, and libddp's refusal of an
+        input or output, are raised naming tree paths."""
         try:
             return function(*arguments)
         except _ffi.MismatchError as error:
             if self.tree is None or not LIST_MISMATCH.search(error.message):
                 raise
             explained = self._explained(error.message)
+        except (_ffi.InvalidArgumentError, _ffi.UnsupportedError) as error:
+            if not INPUT_OR_OUTPUT.search(error.message):
+                raise
+            explained = type(error)(error.status, INPUT_OR_OUTPUT.sub(self._named, error.message))
         raise explained
+
+    def _named(self, found):
+        """libddp's inputs[3] / outputs[3] as the tree paths they came from."""
+        index = int(found.group(2))
+        return self.leaf_name(index) if found.group(1) == "inputs" else self.output_name(index)
 
     def check_structure(self):
         """For calls made once (reducer creation, optimizer state): libddp

@@ -8,6 +8,7 @@ and numbers come back as new values in the returned tree. The op defaults to
 for by name (op="avg") or through allreduce_gradients.
 """
 import ctypes
+import functools
 import math
 import re
 import sys
@@ -18,6 +19,7 @@ from . import _exit, _ffi, _leaf_names, _log_bridge, _trees
 from ._agreement import CheckedCall, collective_options
 from ._ops import op_value
 from ._staging import Staging, is_immutable_array, is_number
+from ._tensors import NUMPY_NAME_OF_DTYPE, numpy_dtype
 from ._reducer import Reducer
 
 BACKEND_OF_NAME = {"auto": _ffi.DDP_BACKEND_AUTO, "self": _ffi.DDP_BACKEND_SELF,
@@ -68,6 +70,69 @@ def _allreduce_arguments(call, tensors, op, fusion_bytes, stream, timeout):
     tensor_list = call.tensor_list(staging.buffers, True, stream)
     options = collective_options(fusion_bytes, stream, timeout, _leaf_names.of(tensors, leaves))
     return rebuild, reduce_op, staging, tensor_list, options
+
+def _sharded_arguments(call, tensors, out, gathering, fusion_bytes, stream, timeout):
+    """What allgather and reduce_scatter (blocking or async) hand libddp: the
+    tree's leaves as inputs (only read), the outputs (out's leaves, or NumPy
+    arrays made here), the options; and a function making the returned tree."""
+    leaves, rebuild = _trees.flatten(tensors)
+    stream = stream_handle(stream)
+    inputs = call.tensor_list(Staging(leaves, writes=False).buffers, False, stream)
+    size = call.comm.size
+    shapes = [_result_shape(np.shape(leaf), size, gathering, call.leaf_name(index))
+              for index, leaf in enumerate(leaves)]
+    if out is None:
+        results = [_new_result(inputs.array[index], shape, call.leaf_name(index))
+                   for index, shape in enumerate(shapes)]
+        outputs = call.output_list(results, stream)
+        finish = functools.partial(rebuild, results)
+    else:
+        out_leaves, rebuild_out = _trees.flatten(out)
+        if len(out_leaves) != len(leaves):
+            raise ValueError(f"out has {len(out_leaves)} leaves but {call.name} has "
+                             f"{len(leaves)}: pass a tree of the same structure")
+        staging = Staging(out_leaves, writes=True)
+        outputs = call.output_list(staging.buffers, stream, out)
+        for index, (out_leaf, shape) in enumerate(zip(out_leaves, shapes)):
+            _check_result(call, index, out_leaf, outputs.array[index], inputs.array[index], shape)
+        finish = functools.partial(staging.rebuilt, out, rebuild_out)
+    options = collective_options(fusion_bytes, stream, timeout, _leaf_names.of(tensors, leaves))
+    return inputs, outputs, options, finish
+
+
+def _result_shape(shape, size, gathering, where):
+    """allgather's leaf: (size × d0, *rest), a 0-d one (size,), as
+    torch.distributed.all_gather_into_tensor; reduce_scatter's: (d0 / size,
+    *rest), so each rank's shard is whole rows of the first dimension."""
+    if gathering:
+        return (size * shape[0], *shape[1:]) if shape else (size,)
+    if not shape:
+        raise ValueError(f"{where}: a 0-d leaf has no first dimension to share between the ranks")
+    if shape[0] % size:
+        raise ValueError(f"{where}: its first dimension ({shape[0]}) is not a multiple of the "
+                         f"{size} ranks reduce_scatter shares it between (each rank gets an equal "
+                         f"shard: pad it to {-(-shape[0] // size) * size})")
+    return (shape[0] // size, *shape[1:])
+
+
+def _new_result(tensor, shape, where):
+    if tensor.device_type != _ffi.DDP_DEVICE_CPU:
+        raise ValueError(f"{where}: results are made here in host memory only; for arrays in "
+                         "device memory, pass out=")
+    return np.empty(shape, numpy_dtype(tensor.dtype, where))
+
+
+def _check_result(call, index, out_leaf, output, tensor, shape):
+    """The shape and dtype out's leaf needs, checked here so that the message
+    names both leaves (libddp compares element counts and dtypes only)."""
+    out_shape = tuple(np.shape(out_leaf))
+    if out_shape != shape:
+        raise ValueError(f"{call.output_name(index)}: shape {out_shape}, but {call.collective} of "
+                         f"{call.leaf_name(index)} on {call.comm.size} ranks gives shape {shape}")
+    if output.dtype != tensor.dtype:
+        raise TypeError(f"{call.output_name(index)}: dtype {NUMPY_NAME_OF_DTYPE[output.dtype]}, "
+                        f"but {call.leaf_name(index)} is {NUMPY_NAME_OF_DTYPE[tensor.dtype]}")
+
 
 def init(comm=None, backend="auto", timeout=None, log_to_python=True, hang_watchdog=None):
     """Starts libddp and returns the world Communicator. It is finalized at
@@ -249,6 +314,66 @@ class Communicator:
                  reduce_op, root, options)
         return staging.rebuilt(tensors, rebuild)
 
+    def allgather(self, tensors, out=None, *, fusion_bytes=None, stream=None, timeout=None):
+        """Every rank's leaves of tensors (an array, a number or a tree of them),
+        concatenated in rank order along the first dimension: a leaf of shape
+        (d0, *rest) gives (size × d0, *rest), a number or 0-d array (size,),
+        as torch.distributed.all_gather_into_tensor. Returns a tree of the same
+        structure: new NumPy arrays, or out's leaves written in place (out: a
+        tree of the same structure; a JAX leaf there comes back as a new
+        value). A leaf may be this rank's block of its out leaf (in place).
+        The inputs are only read. timeout: as allreduce's."""
+        with self._checked("allgather", tensors, "tensors", timeout) as call:
+            inputs, outputs, options, finish = _sharded_arguments(
+                call, tensors, out, True, fusion_bytes, stream, timeout)
+        call.run(_ffi.ddp_allgather_tensor_list, self._handle, inputs.array, outputs.array,
+                 len(inputs), options)
+        return finish()
+
+    def allgather_async(self, tensors, out=None, *, fusion_bytes=None, stream=None, timeout=None):
+        """Starts allgather in the background; returns a Request whose wait()
+        gives what allgather would have returned. Leave the arrays alone until
+        then."""
+        _free_finished_abandoned()
+        with self._checked("allgather", tensors, "tensors", timeout) as call:
+            inputs, outputs, options, finish = _sharded_arguments(
+                call, tensors, out, True, fusion_bytes, stream, timeout)
+        request = ctypes.POINTER(_ffi.ddp_request)()
+        call.run(_ffi.ddp_allgather_tensor_list_async, self._handle, inputs.array, outputs.array,
+                 len(inputs), options, request)
+        return Request(request, finish, (inputs, outputs))
+
+    def reduce_scatter(self, tensors, op="sum", out=None, *, fusion_bytes=None, stream=None,
+                       timeout=None):
+        """Reduces every leaf of tensors across ranks with op (as allreduce) and
+        returns this rank's shard of each result: rows [rank × d0 / size,
+        (rank + 1) × d0 / size) of a leaf of shape (d0, *rest), so its shape is
+        (d0 / size, *rest); a first dimension that is not a multiple of size is
+        a ValueError (pad it). The tree that comes back is new NumPy arrays, or
+        out's leaves written in place, as allgather's. The inputs are only
+        read: the gradient half of ZeRO and FSDP, allgather the parameter half."""
+        with self._checked("reduce_scatter", tensors, "tensors", timeout) as call:
+            reduce_op = op_value(op)
+            inputs, outputs, options, finish = _sharded_arguments(
+                call, tensors, out, False, fusion_bytes, stream, timeout)
+        call.run(_ffi.ddp_reduce_scatter_tensor_list, self._handle, inputs.array, outputs.array,
+                 len(inputs), reduce_op, options)
+        return finish()
+
+    def reduce_scatter_async(self, tensors, op="sum", out=None, *, fusion_bytes=None,
+                             stream=None, timeout=None):
+        """Starts reduce_scatter in the background; returns a Request whose
+        wait() gives what reduce_scatter would have returned."""
+        _free_finished_abandoned()
+        with self._checked("reduce_scatter", tensors, "tensors", timeout) as call:
+            reduce_op = op_value(op)
+            inputs, outputs, options, finish = _sharded_arguments(
+                call, tensors, out, False, fusion_bytes, stream, timeout)
+        request = ctypes.POINTER(_ffi.ddp_request)()
+        call.run(_ffi.ddp_reduce_scatter_tensor_list_async, self._handle, inputs.array,
+                 outputs.array, len(inputs), reduce_op, options, request)
+        return Request(request, finish, (inputs, outputs))
+
     def sync_optimizer_state(self, state, root=0, stream=None, timeout=None):
         """Makes state equal root's and returns it: writable arrays are overwritten
         in place, JAX arrays and numbers (step counts, learning rates) come back
@@ -327,7 +452,8 @@ def _is_array(value):
 
 
 class Request:
-    """An allreduce in flight. wait() returns its result or raises its error."""
+    """A collective in flight (allreduce, allgather, reduce_scatter). wait()
+    returns its result or raises its error."""
 
     def __init__(self, handle, result, tensor_list):
         self._handle = handle

@@ -22,6 +22,7 @@ DTYPE_OF_NUMPY_NAME = {"int8": _ffi.DDP_DTYPE_I8, "int32": _ffi.DDP_DTYPE_I32,
                        "float16": _ffi.DDP_DTYPE_F16, "float32": _ffi.DDP_DTYPE_F32,
                        "float64": _ffi.DDP_DTYPE_F64, "bfloat16": _ffi.DDP_DTYPE_BF16}
 DTYPE_VALUES = {int(dtype) for dtype in _ffi.ddp_dtype}
+NUMPY_NAME_OF_DTYPE = {dtype: name for name, dtype in DTYPE_OF_NUMPY_NAME.items()}
 DLPACK_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY
 DLPACK_CPU = 1  # kDLCPU
 DLPACK_CUDA = 2  # kDLCUDA
@@ -164,6 +165,20 @@ def dlpack_stream(stream):
     default stream (libddp's NULL), else the cudaStream_t itself (2 is the
     per-thread default stream in both)."""
     return DLPACK_LEGACY_DEFAULT_STREAM if stream == 0 else stream
+
+
+def numpy_dtype(dtype, where):
+    """The NumPy dtype of a ddp_dtype, for arrays made to hold a call's results
+    (bfloat16 is ml_dtypes', the one JAX and this module's from_numpy use)."""
+    name = NUMPY_NAME_OF_DTYPE[dtype]
+    if name != "bfloat16":
+        return np.dtype(name)
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError(f"{where}: NumPy has no bfloat16 without the ml_dtypes package; "
+                        "install it, or pass out=") from None
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 def from_numpy(array, writes, where):
