@@ -5,7 +5,9 @@
 //   (c) one MPI_Allreduce over a buffer that already holds every gradient,
 // plus memcpy of the same bytes (the memory-bandwidth floor), the per-call
 // overhead against a bare 4-byte MPI_Allreduce, and how much of the
-// communication an async allreduce leaves exposed behind compute.
+// communication an async allreduce leaves exposed behind compute; and
+// allgather and reduce_scatter against MPI_Allgather and
+// MPI_Reduce_scatter_block on the same bytes.
 //
 //   mpirun -np 2 --mca btl self,vader build/bench/allreduce_bench MODELS_DIR LABEL RUNS CSV
 #include <mpi.h>
@@ -120,21 +122,48 @@ void bucketed(Buffers& b, std::vector<float>& bucket, size_t bucket_floats) {
     flush(b.tensors.size());
 }
 
-void print_row(FILE* csv, const std::string& label, const GradientList& g, const std::string& strategy,
+void print_row(FILE* csv, const std::string& label, const std::string& list, const std::string& strategy,
                const Stats& s, double ddp_median) {
     if (rank != 0) return;
-    std::printf("%-10s %-6s %-22s %10.3f %10.3f %10.3f %8.2f\n", g.name.c_str(), label.c_str(), strategy.c_str(),
+    std::printf("%-15s %-6s %-24s %10.3f %10.3f %10.3f %8.2f\n", list.c_str(), label.c_str(), strategy.c_str(),
                 s.median * 1e3, s.min * 1e3, s.max * 1e3, s.median / ddp_median);
     // The strategy is quoted: names like "libddp, views of (c)" hold commas.
-    std::fprintf(csv, "%s,%s,%d,\"%s\",%.6f,%.6f,%.6f,%.4f\n", g.name.c_str(), label.c_str(), size, strategy.c_str(),
+    std::fprintf(csv, "%s,%s,%d,\"%s\",%.6f,%.6f,%.6f,%.4f\n", list.c_str(), label.c_str(), size, strategy.c_str(),
                  s.median * 1e3, s.min * 1e3, s.max * 1e3, s.median / ddp_median);
+}
+
+using Strategies = std::vector<std::pair<std::string, std::function<void()>>>;
+
+// Rounds of every strategy in turn, so that the machine's drift touches all
+// alike, in a new order each round (the same on every rank: fixed seed): a
+// strategy that always ran right after memcpy would always find the caches
+// flushed, and one that always ran after (a) would find the tensors cached.
+// The first 2 rounds warm up; a strategy's time is its body's over `calls`.
+std::vector<Stats> interleave(const Strategies& strategies, int runs, int calls = 1) {
+    std::vector<std::vector<double>> seconds(strategies.size());
+    std::vector<size_t> order(strategies.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::mt19937 shuffler(12345);
+    for (int round = 0; round < 2 + runs; ++round) {
+        std::shuffle(order.begin(), order.end(), shuffler);
+        for (size_t k : order) {
+            const Stats one = time_runs(0, 1, strategies[k].second);
+            if (round >= 2) seconds[k].push_back(one.median / calls);
+        }
+    }
+    std::vector<Stats> stats;
+    for (auto& v : seconds) {
+        std::sort(v.begin(), v.end());
+        stats.push_back({v[v.size() / 2], v.front(), v.back()});
+    }
+    return stats;
 }
 
 void bench_list(FILE* csv, const std::string& label, const GradientList& g, int runs) {
     Buffers b(g);
     std::vector<float> flat(static_cast<size_t>(g.total()), 1.0f), copy(flat.size());
     std::vector<std::vector<float>> buckets;
-    std::vector<std::pair<std::string, std::function<void()>>> strategies;
+    Strategies strategies;
     strategies.emplace_back("libddp", [&] {
         ddp_allreduce_tensor_list(world, b.list.data(), static_cast<int64_t>(b.list.size()), DDP_OP_SUM, nullptr);
     });
@@ -179,29 +208,92 @@ void bench_list(FILE* csv, const std::string& label, const GradientList& g, int 
         ddp_reducer_wait(reducer);
     });
     strategies.emplace_back("memcpy (floor)", [&] { std::memcpy(copy.data(), flat.data(), flat.size() * sizeof(float)); });
-    // Rounds of every strategy in turn, so that the machine's drift touches all
-    // alike, in a new order each round (the same on every rank: fixed seed): a
-    // strategy that always ran right after memcpy would always find the caches
-    // flushed, and one that always ran after (a) would find the tensors cached.
-    std::vector<std::vector<double>> seconds(strategies.size());
-    std::vector<size_t> order(strategies.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::mt19937 shuffler(12345);
-    for (int round = 0; round < 2 + runs; ++round) {
-        std::shuffle(order.begin(), order.end(), shuffler);
-        for (size_t k : order) {
-            const Stats one = time_runs(0, 1, strategies[k].second);
-            if (round >= 2) seconds[k].push_back(one.median);
-        }
-    }
-    std::vector<Stats> stats;
-    for (auto& v : seconds) {
-        std::sort(v.begin(), v.end());
-        stats.push_back({v[v.size() / 2], v.front(), v.back()});
-    }
+    const std::vector<Stats> stats = interleave(strategies, runs);
     for (size_t k = 0; k < strategies.size(); ++k)
-        print_row(csv, label, g, strategies[k].first, stats[k], stats[0].median);
+        print_row(csv, label, g.name, strategies[k].first, stats[k], stats[0].median);
     ddp_reducer_free(reducer);
+}
+
+// Exits the job when a libddp call fails: a benchmark must not time errors.
+void must(ddp_status status, const char* what) {
+    if (status == DDP_OK) return;
+    std::fprintf(stderr, "%s: %s: %s\n", what, ddp_status_name(status), ddp_last_error_message());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+// The two halves of ZeRO and FSDP against the one MPI call a user would make
+// on the same bytes: allgather in place from this rank's block (as ZeRO
+// gathers its parameters) against MPI_Allgather with MPI_IN_PLACE, and
+// reduce_scatter (SUM) against MPI_Reduce_scatter_block. On one f32 tensor
+// of 4 KiB to 64 MiB (the whole gathered or reduced tensor), and on a model's
+// list as per-tensor shards (each tensor padded to a multiple of the ranks)
+// against one call on the packed bytes. The four interleave round by round;
+// small cases repeat the call so that one timing moves about 4 MiB. Ends
+// with a line of libddp ÷ MPI per case.
+void bench_shards(FILE* csv, const std::string& label, const GradientList& model, int runs) {
+    std::vector<GradientList> cases;
+    for (int64_t kib : {4, 64, 1024, 16384, 65536})
+        cases.push_back({kib < 1024 ? std::to_string(kib) + " KiB" : std::to_string(kib / 1024) + " MiB",
+                         {kib * 1024 / 4 / size * size}});
+    GradientList padded{model.name, {}};
+    for (int64_t count : model.counts) padded.counts.push_back((count + size - 1) / size * size);
+    cases.push_back(padded);
+    std::string gather_ratios, scatter_ratios;
+    for (const GradientList& c : cases) {
+        const auto n = static_cast<int64_t>(c.counts.size());
+        const int calls = static_cast<int>(std::clamp<int64_t>((int64_t{4} << 20) / (c.total() * 4), 1, 100));
+        std::vector<std::vector<float>> full, part;
+        std::vector<ddp_tensor> fulls, parts, blocks;
+        for (int64_t count : c.counts) {
+            full.emplace_back(static_cast<size_t>(count), 1.0f + static_cast<float>(rank));
+            part.emplace_back(static_cast<size_t>(count / size));
+        }
+        for (size_t i = 0; i < full.size(); ++i) {
+            const int64_t count = c.counts[i], shard = count / size;
+            fulls.push_back({full[i].data(), count, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
+            parts.push_back({part[i].data(), shard, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
+            blocks.push_back({full[i].data() + rank * shard, shard, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
+        }
+        std::vector<float> packed(static_cast<size_t>(c.total()), 1.0f + static_cast<float>(rank));
+        std::vector<float> packed_part(packed.size() / static_cast<size_t>(size));
+        const int shard = static_cast<int>(packed_part.size());
+        const Strategies strategies{
+            {"libddp allgather",
+             [&] {
+                 for (int i = 0; i < calls; ++i)
+                     must(ddp_allgather_tensor_list(world, blocks.data(), fulls.data(), n, nullptr), "allgather");
+             }},
+            {"MPI_Allgather",
+             [&] {
+                 for (int i = 0; i < calls; ++i)
+                     MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, packed.data(), shard, MPI_FLOAT, MPI_COMM_WORLD);
+             }},
+            {"libddp reduce_scatter",
+             [&] {
+                 for (int i = 0; i < calls; ++i)
+                     must(ddp_reduce_scatter_tensor_list(world, fulls.data(), parts.data(), n, DDP_OP_SUM, nullptr),
+                          "reduce_scatter");
+             }},
+            {"MPI_Reduce_scatter_block",
+             [&] {
+                 for (int i = 0; i < calls; ++i)
+                     MPI_Reduce_scatter_block(packed.data(), packed_part.data(), shard, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+             }},
+        };
+        const std::vector<Stats> stats = interleave(strategies, runs, calls);
+        for (size_t k = 0; k < strategies.size(); ++k)
+            print_row(csv, label, "shards " + c.name, strategies[k].first, stats[k], stats[k / 2 * 2].median);
+        char ratio[48];
+        std::snprintf(ratio, sizeof ratio, "%s%s %.2f", gather_ratios.empty() ? "" : ", ", c.name.c_str(),
+                      stats[0].median / stats[1].median);
+        gather_ratios += ratio;
+        std::snprintf(ratio, sizeof ratio, "%s%s %.2f", scatter_ratios.empty() ? "" : ", ", c.name.c_str(),
+                      stats[2].median / stats[3].median);
+        scatter_ratios += ratio;
+    }
+    if (rank == 0)
+        std::printf("shards (%s, %d ranks), libddp time / MPI time: allgather %s; reduce_scatter %s\n", label.c_str(),
+                    size, gather_ratios.c_str(), scatter_ratios.c_str());
 }
 
 // A simulated backward pass: the gradients appear last layer first, with
@@ -400,10 +492,10 @@ void bench_overlap(const std::string& label, const GradientList& g, int runs) {
 int main(int argc, char** argv) {
     if (argc != 5 && argc != 6) {
         std::fprintf(stderr, "usage: %s MODELS_DIR LABEL RUNS CSV [SECTIONS]\n"
-                             "  SECTIONS: comma-separated lists,overhead,overlap,backward (default: all)\n", argv[0]);
+                             "  SECTIONS: comma-separated lists,shards,overhead,overlap,backward (default: all)\n", argv[0]);
         return 2;
     }
-    const std::string sections = argc == 6 ? argv[5] : "lists,overhead,overlap,backward";
+    const std::string sections = argc == 6 ? argv[5] : "lists,shards,overhead,overlap,backward";
     auto wanted = [&](const char* section) { return sections.find(section) != std::string::npos; };
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -424,10 +516,11 @@ int main(int argc, char** argv) {
     const std::vector<GradientList> lists = {read_model("resnet50", models + "/resnet50.tsv"),
                                              read_model("bert-base", models + "/bert-base.tsv"), tiny};
     if (rank == 0)
-        std::printf("%-10s %-6s %-22s %10s %10s %10s %8s\n", "list", "btl", "strategy", "median ms", "min ms",
+        std::printf("%-15s %-6s %-24s %10s %10s %10s %8s\n", "list", "btl", "strategy", "median ms", "min ms",
                     "max ms", "x libddp");
     if (wanted("lists"))
         for (const auto& g : lists) bench_list(csv, label, g, runs);
+    if (wanted("shards")) bench_shards(csv, label, lists[0], runs);
     if (wanted("overhead")) bench_overhead(label);
     if (wanted("overlap")) bench_overlap(label, lists[0], runs);
     if (wanted("backward"))

@@ -8,7 +8,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 
-rows = list(csv.DictReader(open(sys.argv[1])))
+# Allreduce only: the allgather and reduce_scatter rows ("shards ...") are a
+# table of ratios in docs/benchmark.md, on other axes than these panels.
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if not r["list"].startswith("shards ")]
 panels = sorted({(r["list"], r["btl"]) for r in rows}, key=lambda p: (p[1], p[0]))
 strategies = list(dict.fromkeys(r["strategy"] for r in rows))
 times = defaultdict(dict)

@@ -9,7 +9,8 @@
  * marked ready as the backward pass finishes it (last layer first), and one
  * ddp_reducer_wait per step completes the averaging. Rank 0 initialises the
  * parameters and broadcasts them; at the end ddp_check_replicas confirms
- * that every rank holds the same parameters.
+ * that every rank holds the same parameters. The model, data and loss are
+ * in mlp.h, shared with train_mlp_zero.c.
  *
  *   mpirun -np 2 build/examples/c/train_mlp
  *
@@ -17,72 +18,9 @@
  * agree, 1 otherwise.
  */
 #define DDP_EXPERIMENTAL_API /* ddp_reducer_* */
-#include <ddp/ddp.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-enum { INPUTS = 8, HIDDEN = 32, SAMPLES = 4096, BATCH = 32, EPOCHS = 30 };
-static const float LEARNING_RATE = 0.2f;
-
-typedef struct {
-    float w1[HIDDEN * INPUTS], b1[HIDDEN], w2[HIDDEN], b2[1];
-} Params;
-
-/* The gradients: views into the reducer's buckets, in Params' order. */
-enum { W1, B1, W2, B2, N_TENSORS };
-typedef struct {
-    float* of[N_TENSORS];
-} Grads;
-
-/* Exits with the library's own message when a call fails. */
-static void check(ddp_status status, const char* what) {
-    if (status == DDP_OK) return;
-    fprintf(stderr, "%s failed: %s: %s\n", what, ddp_status_name(status), ddp_last_error_message());
-    exit(2);
-}
-
-static uint64_t lcg_state;
-static float uniform(void) { /* in [-1, 1) */
-    lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((lcg_state >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
-}
-
-static void make_data(float* x, float* y) {
-    float teacher[INPUTS];
-    lcg_state = 12345; /* the same data set on every rank */
-    for (int j = 0; j < INPUTS; ++j) teacher[j] = uniform();
-    for (int i = 0; i < SAMPLES; ++i) {
-        float dot = 0;
-        for (int j = 0; j < INPUTS; ++j) {
-            x[i * INPUTS + j] = uniform();
-            dot += x[i * INPUTS + j] * teacher[j];
-        }
-        y[i] = sinf(2.0f * dot) + 0.5f;
-    }
-}
-
-/* Accumulates the gradient of the squared error of one sample into g;
- * returns that squared error. */
-static float backprop(const Params* p, const float* x, float y, const Grads* g) {
-    float h[HIDDEN], out = p->b2[0];
-    for (int k = 0; k < HIDDEN; ++k) {
-        float a = p->b1[k];
-        for (int j = 0; j < INPUTS; ++j) a += p->w1[k * INPUTS + j] * x[j];
-        h[k] = tanhf(a);
-        out += p->w2[k] * h[k];
-    }
-    const float err = out - y;
-    g->of[B2][0] += err;
-    for (int k = 0; k < HIDDEN; ++k) {
-        g->of[W2][k] += err * h[k];
-        const float da = err * p->w2[k] * (1 - h[k] * h[k]);
-        g->of[B1][k] += da;
-        for (int j = 0; j < INPUTS; ++j) g->of[W1][k * INPUTS + j] += da * x[j];
-    }
-    return err * err;
-}
+#include "mlp.h"
 
 static void describe(Params* p, ddp_tensor t[N_TENSORS]) {
     ddp_tensor list[N_TENSORS] = {
@@ -104,11 +42,8 @@ int main(void) {
     static float x[SAMPLES * INPUTS], y[SAMPLES];
     make_data(x, y);
 
-    /* Different on every rank until the broadcast makes them rank 0's. */
     Params params;
-    lcg_state = 777 + (uint64_t)rank;
-    float* flat = (float*)&params;
-    for (size_t i = 0; i < sizeof params / sizeof(float); ++i) flat[i] = 0.3f * uniform();
+    init_params(&params, rank);
     ddp_tensor param_list[N_TENSORS];
     describe(&params, param_list);
     check(ddp_broadcast_tensor_list(world, param_list, N_TENSORS, 0, NULL), "ddp_broadcast_tensor_list");
@@ -160,11 +95,7 @@ int main(void) {
         ddp_tensor loss_tensor = {&loss, 1, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0, 0};
         check(ddp_allreduce_tensor_list(world, &loss_tensor, 1, DDP_OP_AVG, NULL), "loss allreduce");
         if (epoch == 0) first_loss = loss;
-        if (rank == 0) {
-            char line[96];
-            snprintf(line, sizeof line, "epoch %2d  loss %.5f", epoch + 1, loss);
-            check(ddp_log(world, DDP_LOG_INFO, line), "ddp_log");
-        }
+        log_epoch(world, rank, epoch, loss);
     }
 
     int32_t identical = 0;
