@@ -153,6 +153,156 @@ function reduce!(v, op = +, root::Integer = 0, comm::Communicator = world();
 end
 
 """
+    allgather!(out, v, comm = DDP.world(); fusion_bytes = nothing, timeout_s = nothing)
+
+Gathers every rank's `v` into every rank's `out` and returns `out` (the parameter half
+of ZeRO and FSDP). The ranks' arrays are concatenated along the last dimension, in rank
+order: for `v` of size `(m, n)`, `out` has size `(m, total_workers() * n)` and
+`out[:, r*n+1:(r+1)*n]` is rank `r`'s `v` (one contiguous block per rank, as Julia
+arrays are column-major; a vector of length `n` gathers into `total_workers() * n`).
+`v` and `out` are arrays, or `Tuple`s/`NamedTuple`s/`Vector`s of as many arrays paired
+in order (gathered in one call, small ones fused), of equal element types. An `out` of
+another size is a `DDPError` (`DDP_ERR_INVALID_ARGUMENT` naming it) on this rank and
+`DDP_ERR_MISMATCH` naming this rank on the others, at once.
+"""
+function allgather!(out, v, comm::Communicator = world();
+                    fusion_bytes = nothing, timeout_s = nothing)
+    call(handle, inputs, outputs, n, opts) =
+        LibDDP.ddp_allgather_tensor_list(handle, inputs, outputs, n, opts)
+    sharded_call!(call, "allgather", out, v, comm, fusion_bytes, timeout_s, gathered_size)
+    return out
+end
+
+"""
+    reduce_scatter!(out, v, op = +, comm = DDP.world(); fusion_bytes = nothing, timeout_s = nothing)
+
+Reduces every rank's `v` with `op` (as `allreduce!` takes it) and leaves this rank's
+share of the result in `out`, returning it (the gradient half of ZeRO and FSDP): the
+reduction is split along the last dimension into `total_workers()` equal blocks, and
+rank `r` gets block `r`, so for `v` of size `(m, n)` `out` has size
+`(m, n ÷ total_workers())`; `allgather!` puts the blocks back together. `v` is only
+read. Lists and errors as `allgather!`; a last dimension that is not a multiple of the
+number of ranks is a `DDPError` (`DDP_ERR_INVALID_ARGUMENT`) naming the array.
+"""
+function reduce_scatter!(out, v, op = +, comm::Communicator = world();
+                         fusion_bytes = nothing, timeout_s = nothing)
+    code = op_code(op)
+    call(handle, inputs, outputs, n, opts) =
+        LibDDP.ddp_reduce_scatter_tensor_list(handle, inputs, outputs, n, code, opts)
+    sharded_call!(call, "reduce_scatter", out, v, comm, fusion_bytes, timeout_s, scattered_size)
+    return out
+end
+
+"""
+    allgather(v, comm = DDP.world(); fusion_bytes = nothing, timeout_s = nothing)
+
+`allgather!` into new arrays: an array, or a list of the same kind as `v`.
+"""
+allgather(v, comm::Communicator = world(); kwargs...) =
+    allgather!(similar_list(v, gathered_size, total_workers(comm)), v, comm; kwargs...)
+
+"""
+    reduce_scatter(v, op = +, comm = DDP.world(); fusion_bytes = nothing, timeout_s = nothing)
+
+`reduce_scatter!` into new arrays: an array, or a list of the same kind as `v`.
+"""
+reduce_scatter(v, op = +, comm::Communicator = world(); kwargs...) =
+    reduce_scatter!(similar_list(v, scattered_size, total_workers(comm)), v, op, comm; kwargs...)
+
+"""
+    leading_and_last(x)
+
+The size of `x` as its leading dimensions and its last extent (a 0-dimensional
+array counts as a vector of one), the dimension that `allgather!` and
+`reduce_scatter!` concatenate and split: contiguous per rank in column-major order.
+"""
+leading_and_last(x) = ndims(x) == 0 ? ((), 1) : (Base.front(size(x)), size(x)[end])
+
+"""The size `allgather!` gathers `x` into from `ranks` ranks."""
+function gathered_size(x, ranks)
+    leading, last = leading_and_last(x)
+    return (leading..., last * ranks)
+end
+
+"""The size of `reduce_scatter!`'s share of `x` on `ranks` ranks, or why it has none."""
+function scattered_size(x, ranks)
+    leading, last = leading_and_last(x)
+    last % ranks == 0 || return "its last dimension ($last) is not a multiple of the " *
+        "$ranks ranks it is split between (pad it to $(cld(last, ranks) * ranks))"
+    return (leading..., last ÷ ranks)
+end
+
+"""
+    similar_list(v, expected_size, ranks)
+
+Arrays like those of `v` (the same kind of list) of the sizes `expected_size` gives;
+an empty one where it gives a reason instead, which the call then refuses naming it.
+"""
+similar_list(v::AbstractArray{<:Number}, expected_size, ranks) =
+    similar_array(v, expected_size(v, ranks))
+similar_list(v, expected_size, ranks) = map(x -> similar_array(x, expected_size(x, ranks)), v)
+similar_array(x, size::Tuple) = similar(x, size)
+similar_array(x, reason::String) = similar(x, 0)
+
+"""
+    array_name(v, i, what)
+
+How a message names array `i` of `array_list(v)`: `what` for a single array, else
+`what` with the field name (`out.weight`) or 1-based index (`out[2]`).
+"""
+array_name(::AbstractArray{<:Number}, i, what) = what
+array_name(v::NamedTuple, i, what) = string(what, '.', keys(v)[i])
+array_name(v, i, what) = string(what, '[', i, ']')
+
+"""
+    shape_error(out, outputs, v, inputs, ranks, expected_size)
+
+Why `outputs` cannot take the result of `inputs` (lists of other lengths, an input
+`expected_size` refuses, an output of another size than it gives), or `nothing`.
+"""
+function shape_error(out, outputs, v, inputs, ranks, expected_size)
+    length(outputs) == length(inputs) || return "$(length(inputs)) input arrays for " *
+        "$(length(outputs)) output arrays; they pair up one to one"
+    for (i, (y, x)) in enumerate(zip(outputs, inputs))
+        want = expected_size(x, ranks)
+        want isa String && return "$(array_name(v, i, "v")): $want"
+        size(y) == want || return "$(array_name(out, i, "out")) has size $(size(y)), " *
+            "not the $want that $(array_name(v, i, "v")) of size $(size(x)) needs on $ranks ranks"
+    end
+    return nothing
+end
+
+"""
+    sharded_call!(call, collective, out, v, comm, fusion_bytes, timeout_s, expected_size)
+
+One `call(handle, inputs, outputs, n, opts)` (`ddp_allgather_tensor_list`, ...) from
+the arrays of `v` into those of `out`. libddp checks counts only, so the sizes
+(`expected_size`) are checked here; a refused call is reported to the peers first
+(`ddp_report_invalid_call`, as `collective`), so that theirs fails at once naming this
+rank instead of waiting for it.
+"""
+function sharded_call!(call, collective, out, v, comm::Communicator, fusion_bytes, timeout_s,
+                       expected_size)
+    inputs, outputs = array_list(v), array_list(out)
+    names = list_names(v, inputs)
+    opts = collective_options(fusion_bytes, timeout_s, names)
+    reason = shape_error(out, outputs, v, inputs, total_workers(comm), expected_size)
+    if reason !== nothing
+        # Its own failure (a broken comm) leaves the argument error to report.
+        LibDDP.ddp_report_invalid_call(comm.handle, collective, reason, opts)
+        throw(DDPError(LibDDP.DDP_ERR_INVALID_ARGUMENT, "rank $(local_rank(comm)): $reason"))
+    end
+    GC.@preserve names begin
+        with_tensors(inputs) do input_tensors
+            with_tensors(outputs) do output_tensors
+                check(call(comm.handle, input_tensors, output_tensors, length(input_tensors), opts))
+            end
+        end
+    end
+    return nothing
+end
+
+"""
     barrier(comm = DDP.world(); timeout_s = nothing)
 
 Returns when every rank has called it.

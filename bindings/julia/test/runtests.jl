@@ -260,6 +260,57 @@ testset("bcast! and reduce!") do
     @test v == (rank == 0 ? fill(Float32(n), 2) : fill(Float32(rank + 1), 2))
 end
 
+testset("allgather! and reduce_scatter! along the last dimension") do
+    block(r, T = Float64) = T.(reshape(100r .+ (1:6), 2, 3))  # rank r's 2×3 block
+    out = zeros(2, 3n)
+    @test allgather!(out, block(rank)) === out
+    @test out == hcat((block(r) for r in 0:n-1)...)
+    @test allgather(fill(Int32(rank), 4)) == vcat((fill(Int32(r), 4) for r in 0:n-1)...)
+    @test allgather(Float16[rank]) == Float16.(0:n-1)
+    gathered = allgather((w = block(rank, Float32), b = fill(UInt8(rank), 5)); fusion_bytes = 64)
+    @test gathered.w == hcat((block(r, Float32) for r in 0:n-1)...)
+    @test gathered.b == vcat((fill(UInt8(r), 5) for r in 0:n-1)...)
+
+    columns = Float64.(reshape(1:6n, 2, 3n))
+    share = zeros(2, 3)
+    @test reduce_scatter!(share, columns .* (rank + 1)) === share
+    @test share == columns[:, 3rank+1:3rank+3] .* (n * (n + 1) ÷ 2)
+    @test reduce_scatter(fill(Float32(rank + 1), 2n), max) == fill(Float32(n), 2)
+    @test reduce_scatter(fill(Float16(rank + 1), n)) == [Float16(n * (n + 1) ÷ 2)]
+    @test reduce_scatter(fill(DDP.BFloat16(2 * (rank + 1)), n), :avg; timeout_s = 60) == [DDP.BFloat16(n + 1)]
+
+    # ZeRO's step: reduce_scatter then allgather is an allreduce (integer values: exact).
+    grads = [Float64.(rand(-5:5, 4, 2n)), Float64.(rand(-5:5, 6n))]
+    shards = reduce_scatter(grads)
+    @test shards isa Vector && size(shards[1]) == (4, 2) && size(shards[2]) == (6,)
+    @test allgather(shards) == allreduce!(deepcopy(grads), +)
+    mixed = (steps = rand(Int64(-5):Int64(5), 3n), w = Float32.(rand(-5:5, 2, n)))
+    @test allgather(reduce_scatter(mixed, +; fusion_bytes = 16)) == allreduce!(map(copy, mixed), +)
+end
+
+testset("allgather! and reduce_scatter! refuse sizes that do not fit, naming the array") do
+    bad = n - 1  # the one rank with a wrong output; peers fail at once, naming it
+    out = zeros(2, rank == bad ? 3n + 1 : 3n)
+    started = time()
+    own = ddp_error(() -> allgather!(out, ones(2, 3); timeout_s = 60),
+                    rank == bad ? LibDDP.DDP_ERR_INVALID_ARGUMENT : LibDDP.DDP_ERR_MISMATCH)
+    @test occursin("rank $bad", own.message)
+    @test occursin("out has size (2, $(3n + 1)), not the (2, $(3n))", own.message)
+    @test time() - started < 10
+    if n > 1  # on one rank every length is a multiple of 1
+        # A count that is a multiple of n, but not the last dimension: refused here, not by libddp.
+        uneven = ddp_error(() -> reduce_scatter((ones(n), ones(n, n + 1))), LibDDP.DDP_ERR_INVALID_ARGUMENT)
+        @test occursin("v[2]: its last dimension ($(n + 1)) is not a multiple of the $n ranks", uneven.message)
+        named = ddp_error(() -> reduce_scatter!((w = zeros(1),), (w = ones(n + 1),)), LibDDP.DDP_ERR_INVALID_ARGUMENT)
+        @test occursin("v.w: its last dimension", named.message)
+    end
+    pairs = ddp_error(() -> allgather!((zeros(n),), (ones(1), ones(1))), LibDDP.DDP_ERR_INVALID_ARGUMENT)
+    @test occursin("2 input arrays for 1 output arrays", pairs.message)
+    dtype = ddp_error(() -> reduce_scatter!(zeros(Float32, 1), ones(n)), LibDDP.DDP_ERR_INVALID_ARGUMENT)
+    @test occursin("outputs[0]", dtype.message)  # libddp's own check
+    @test allreduce!([1], +) == [n]
+end
+
 testset("barrier and check_replicas") do
     @test barrier() === nothing
     @test check_replicas((w = ones(3), b = (zeros(Float32, 2),)))

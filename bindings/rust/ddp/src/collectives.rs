@@ -90,6 +90,51 @@ impl Comm {
         self.defaults().reduce(tensors, op, root)
     }
 
+    /// Gathers every rank's `inputs` into every rank's `outputs`, as ZeRO and
+    /// FSDP gather parameter shards: `outputs[i]` holds `inputs[i]` of rank 0,
+    /// then of rank 1, and so on, so it has `size` times the length and the
+    /// same element type. Lists of different lengths, or an output of another
+    /// length, are this rank's [`crate::ErrorKind::InvalidArgument`] and its
+    /// peers' [`crate::ErrorKind::Mismatch`]. Collective.
+    ///
+    /// ```
+    /// let comm = ddp::Comm::init()?;
+    /// let shard = vec![comm.rank() as f32; 2];
+    /// let mut full = vec![-1.0f32; 2 * comm.size() as usize];
+    /// comm.allgather(&[&shard], &mut [&mut full])?;
+    /// assert_eq!(full[..2], [0.0, 0.0]);   // rank 0's shard first
+    /// # Ok::<(), ddp::Error>(())
+    /// ```
+    pub fn allgather<V: Views + ?Sized, L: Tensors + ?Sized>(&self, inputs: &V, outputs: &mut L) -> Result<()> {
+        self.defaults().allgather(inputs, outputs)
+    }
+
+    /// Reduces every rank's `inputs` with `op` and leaves this rank's shard of
+    /// each result in `outputs`, as ZeRO and FSDP reduce gradients: with
+    /// `c = inputs[i].len() / size`, `outputs[i]` (`c` elements) gets elements
+    /// `rank * c .. (rank + 1) * c` of the reduction. Inputs are only read. An
+    /// input length that is not a multiple of the size is
+    /// [`crate::ErrorKind::InvalidArgument`] naming the tensor (pad it).
+    /// Collective.
+    ///
+    /// ```
+    /// let comm = ddp::Comm::init()?;
+    /// let size = comm.size() as usize;
+    /// let grads = vec![1.0f32; 4 * size];
+    /// let mut shard = vec![0.0f32; 4];
+    /// comm.reduce_scatter(&[&grads], &mut [&mut shard], ddp::Op::Sum)?;
+    /// assert_eq!(shard, [size as f32; 4]);
+    /// # Ok::<(), ddp::Error>(())
+    /// ```
+    pub fn reduce_scatter<V: Views + ?Sized, L: Tensors + ?Sized>(
+        &self,
+        inputs: &V,
+        outputs: &mut L,
+        op: Op,
+    ) -> Result<()> {
+        self.defaults().reduce_scatter(inputs, outputs, op)
+    }
+
     /// Makes every rank's optimizer state (leaf tensors and scalars such as
     /// step counts) equal `root`'s, after checking every rank holds the same
     /// structure. Collective.
@@ -158,6 +203,42 @@ impl<'c> Collectives<'c> {
         let opts = self.comm.list_options(&self.options, "reduce", list.len())?;
         check(unsafe {
             ddp_sys::ddp_reduce_tensor_list(self.comm.as_raw(), list.as_ptr(), list.len() as i64, op.raw(), root, &opts)
+        })
+    }
+
+    /// [`Comm::allgather`] with these options.
+    pub fn allgather<V: Views + ?Sized, L: Tensors + ?Sized>(&self, inputs: &V, outputs: &mut L) -> Result<()> {
+        let (inputs, outputs) = (inputs.views(), outputs.tensors_mut());
+        let opts = self.comm.lists_options(&self.options, "allgather", inputs.len(), outputs.len())?;
+        check(unsafe {
+            ddp_sys::ddp_allgather_tensor_list(
+                self.comm.as_raw(),
+                inputs.as_ptr(),
+                outputs.as_ptr(),
+                inputs.len() as i64,
+                &opts,
+            )
+        })
+    }
+
+    /// [`Comm::reduce_scatter`] with these options.
+    pub fn reduce_scatter<V: Views + ?Sized, L: Tensors + ?Sized>(
+        &self,
+        inputs: &V,
+        outputs: &mut L,
+        op: Op,
+    ) -> Result<()> {
+        let (inputs, outputs) = (inputs.views(), outputs.tensors_mut());
+        let opts = self.comm.lists_options(&self.options, "reduce_scatter", inputs.len(), outputs.len())?;
+        check(unsafe {
+            ddp_sys::ddp_reduce_scatter_tensor_list(
+                self.comm.as_raw(),
+                inputs.as_ptr(),
+                outputs.as_ptr(),
+                inputs.len() as i64,
+                op.raw(),
+                &opts,
+            )
         })
     }
 

@@ -249,8 +249,26 @@ impl Comm {
         collective: &str,
         tensors: usize,
     ) -> Result<ddp_collective_options> {
+        self.lists_options(options, collective, tensors, tensors)
+    }
+
+    /// [`Comm::list_options`] for a call from `inputs` tensors into
+    /// `outputs`: the C call takes one count for both lists, so lists of
+    /// different lengths are this rank's invalid argument too, reported the same way.
+    pub(crate) fn lists_options(
+        &self,
+        options: &CollectiveOptions,
+        collective: &str,
+        inputs: usize,
+        outputs: usize,
+    ) -> Result<ddp_collective_options> {
         let opts = self.raw_options(options);
-        if let Some(reason) = options.invalid_names(tensors) {
+        let invalid = if inputs == outputs {
+            options.invalid_names(inputs)
+        } else {
+            Some(format!("{inputs} inputs for {outputs} outputs; the lists pair up one to one"))
+        };
+        if let Some(reason) = invalid {
             let name = CString::new(collective).expect("a collective's name has no NUL byte");
             // The reasons quote a name with its NUL escaped.
             let c_reason = CString::new(reason.as_str()).unwrap_or_default();

@@ -54,7 +54,9 @@ pub use options::CollectiveOptions;
 pub use reducer::{Gradient, Reducer, Step};
 pub use scope::{Request, Scope};
 pub use shard::{shard_count, shard_indices, Indices, Sampler, ShardOptions, Strategy};
-pub use tensors::{BorrowedBuffer, BorrowedTensors, Buffer, DeviceSlice, TensorList, Tensors, View, Views};
+pub use tensors::{
+    BorrowedBuffer, BorrowedTensors, BorrowedView, BorrowedViews, Buffer, DeviceSlice, TensorList, Tensors, View, Views,
+};
 pub use timeline::Timeline;
 
 /// The run-time library's version, `"major.minor.patch"`.

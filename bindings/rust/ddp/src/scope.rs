@@ -1,14 +1,14 @@
-//! Async allreduce that is sound: requests live inside [`Comm::scope`], which
+//! Async collectives that are sound: requests live inside [`Comm::scope`], which
 //! waits for every one of them before it returns, and each request borrows
 //! its buffers for the whole scope.
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::ptr;
 
-use ddp_sys::ddp_request;
+use ddp_sys::{ddp_collective_options, ddp_request, ddp_status};
 
 use crate::error::check;
-use crate::tensors::BorrowedTensors;
+use crate::tensors::{BorrowedTensors, BorrowedViews};
 use crate::{CollectiveOptions, Collectives, Comm, Op, Result};
 
 /// The scope of [`Comm::scope`]: starts async collectives whose buffers stay
@@ -29,7 +29,8 @@ pub struct Scope<'scope, 'env: 'scope> {
     scope: PhantomData<&'scope mut &'scope ()>,
 }
 
-/// An allreduce in flight, started by [`Scope::allreduce_async`].
+/// A collective in flight, started by [`Scope::allreduce_async`],
+/// [`Scope::allgather_async`] or [`Scope::reduce_scatter_async`].
 #[derive(Debug)]
 #[must_use = "a request is waited for at the latest when its scope ends; call wait() to see its result"]
 pub struct Request<'scope, 'env> {
@@ -38,7 +39,7 @@ pub struct Request<'scope, 'env> {
 }
 
 impl Comm {
-    /// Runs `f` with a [`Scope`] in which allreduces run in the background
+    /// Runs `f` with a [`Scope`] in which collectives run in the background
     /// (on a thread of the communicator) while the caller computes. Returns
     /// `f`'s value once every request started in the scope has completed; an
     /// `Err` when a request that was not waited for failed.
@@ -125,19 +126,84 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         op: Op,
     ) -> Result<Request<'scope, 'env>> {
         let list = tensors.tensors_mut();
-        let options = self.comm.list_options(&self.options, "allreduce", list.len())?;
-        let mut raw = ptr::null_mut();
-        // SAFETY: libddp copies the descriptor array and the names; the buffers are borrowed for 'scope.
-        check(unsafe {
+        self.start("allreduce", list.len(), list.len(), |options, raw| unsafe {
             ddp_sys::ddp_allreduce_tensor_list_async(
                 self.comm.as_raw(),
                 list.as_ptr(),
                 list.len() as i64,
                 op.raw(),
-                &options,
-                &mut raw,
+                options,
+                raw,
             )
-        })?;
+        })
+    }
+
+    /// Starts [`Comm::allgather`] and returns at once; the buffers of both
+    /// lists stay borrowed until the scope ends, as in
+    /// [`Scope::allreduce_async`].
+    ///
+    /// ```
+    /// let comm = ddp::Comm::init()?;
+    /// let shard = vec![1.0f32; 3];
+    /// let mut full = vec![0.0f32; 3 * comm.size() as usize];
+    /// comm.scope(|s| s.allgather_async([&shard], [&mut full])?.wait())??;
+    /// assert_eq!(full[0], 1.0);
+    /// # Ok::<(), ddp::Error>(())
+    /// ```
+    pub fn allgather_async<V: BorrowedViews + 'scope, L: BorrowedTensors + 'scope>(
+        &'scope self,
+        inputs: V,
+        mut outputs: L,
+    ) -> Result<Request<'scope, 'env>> {
+        let (inputs, outputs) = (inputs.views(), outputs.tensors_mut());
+        self.start("allgather", inputs.len(), outputs.len(), |options, raw| unsafe {
+            ddp_sys::ddp_allgather_tensor_list_async(
+                self.comm.as_raw(),
+                inputs.as_ptr(),
+                outputs.as_ptr(),
+                inputs.len() as i64,
+                options,
+                raw,
+            )
+        })
+    }
+
+    /// Starts [`Comm::reduce_scatter`] and returns at once, as
+    /// [`Scope::allgather_async`].
+    pub fn reduce_scatter_async<V: BorrowedViews + 'scope, L: BorrowedTensors + 'scope>(
+        &'scope self,
+        inputs: V,
+        mut outputs: L,
+        op: Op,
+    ) -> Result<Request<'scope, 'env>> {
+        let (inputs, outputs) = (inputs.views(), outputs.tensors_mut());
+        self.start("reduce_scatter", inputs.len(), outputs.len(), |options, raw| unsafe {
+            ddp_sys::ddp_reduce_scatter_tensor_list_async(
+                self.comm.as_raw(),
+                inputs.as_ptr(),
+                outputs.as_ptr(),
+                inputs.len() as i64,
+                op.raw(),
+                options,
+                raw,
+            )
+        })
+    }
+
+    /// Checks the lists' lengths and names, then runs `start` (a
+    /// `ddp_*_async` call) with the options and the request's place, and
+    /// keeps the request until it is waited for.
+    fn start(
+        &'scope self,
+        collective: &str,
+        inputs: usize,
+        outputs: usize,
+        start: impl FnOnce(&ddp_collective_options, *mut *mut ddp_request) -> ddp_status,
+    ) -> Result<Request<'scope, 'env>> {
+        let options = self.comm.lists_options(&self.options, collective, inputs, outputs)?;
+        let mut raw = ptr::null_mut();
+        // libddp copies the descriptor arrays and the names; the buffers are borrowed for 'scope.
+        check(start(&options, &mut raw))?;
         self.pending.borrow_mut().push(raw);
         Ok(Request { scope: self, raw })
     }
@@ -162,7 +228,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 }
 
 impl Request<'_, '_> {
-    /// Blocks until the allreduce completes and returns its result.
+    /// Blocks until the collective completes and returns its result.
     pub fn wait(self) -> Result<()> {
         self.scope.take(self.raw);
         let status = check(unsafe { ddp_sys::ddp_request_wait(self.raw) });
@@ -185,7 +251,7 @@ impl Request<'_, '_> {
         check(ddp_sys::ddp_request_stream_wait(self.raw, stream))
     }
 
-    /// Whether the allreduce has completed; `Err` when it completed with an
+    /// Whether the collective has completed; `Err` when it completed with an
     /// error. Never blocks.
     pub fn test(&self) -> Result<bool> {
         let mut done = 0;

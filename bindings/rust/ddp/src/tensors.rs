@@ -279,6 +279,27 @@ impl<T: Element> View for &DeviceSlice<'_, T> {
     }
 }
 
+/// A [`View`] that is a borrow, not an owned `Vec`.
+pub trait BorrowedView: View + sealed::SealedBorrowed {}
+impl<T: Element> sealed::SealedBorrowed for &[T] {}
+impl<T: Element> BorrowedView for &[T] {}
+impl<T: Element> sealed::SealedBorrowed for &Vec<T> {}
+impl<T: Element> BorrowedView for &Vec<T> {}
+impl<T: Element> BorrowedView for &mut [T] {}
+impl<T: Element> BorrowedView for &mut Vec<T> {}
+impl<T: Element> BorrowedView for DeviceSlice<'_, T> {}
+impl<T: Element> sealed::SealedBorrowed for &DeviceSlice<'_, T> {}
+impl<T: Element> BorrowedView for &DeviceSlice<'_, T> {}
+
+/// A [`Views`] list that only borrows its buffers (an array or `Vec` of
+/// [`BorrowedView`]s, or a [`TensorList`]), as the inputs of an async
+/// request: the list may be dropped while libddp reads the buffers. Sealed,
+/// as [`Views`] is.
+pub trait BorrowedViews: Views {}
+impl<V: BorrowedView, const N: usize> BorrowedViews for [V; N] {}
+impl<V: BorrowedView> BorrowedViews for Vec<V> {}
+impl BorrowedViews for TensorList<'_> {}
+
 /// A list of tensors a collective only reads: an array, slice or `Vec` of
 /// [`View`]s, or a [`TensorList`].
 ///

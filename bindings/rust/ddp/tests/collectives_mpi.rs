@@ -1,6 +1,7 @@
 //! The collectives on 2 or more ranks (run under `mpirun -np N`): every dtype
 //! and op against a reference computed from every rank's inputs, mismatched
-//! lists, invalid input, async, the sampler's coverage.
+//! lists, invalid input, async, allgather and reduce_scatter, the sampler's
+//! coverage.
 mod mpi_harness;
 
 use ddp::half::{bf16, f16};
@@ -202,6 +203,106 @@ fn async_allreduce(comm: &Comm) {
     assert_eq!(err.kind(), ErrorKind::Mismatch, "{err}");
 }
 
+/// Gathers `input` as T from every rank, fused (two small tensors) and
+/// alone (a large one), and compares with every rank's input in rank order.
+fn check_allgather<T: Element + PartialEq + std::fmt::Debug>(comm: &Comm, from: impl Fn(f64) -> T) {
+    let (rank, size) = (comm.rank(), comm.size() as usize);
+    let lens = [1usize, 33, 70_000];
+    let inputs: Vec<Vec<T>> = lens.iter().map(|&len| input(rank, len).into_iter().map(&from).collect()).collect();
+    let mut outputs: Vec<Vec<T>> = lens.iter().map(|&len| vec![from(0.0); len * size]).collect();
+    comm.allgather(&inputs, &mut outputs.iter_mut().collect::<Vec<_>>()).unwrap();
+    for (&len, output) in lens.iter().zip(&outputs) {
+        let expected: Vec<T> = (0..size as i32).flat_map(|r| input(r, len)).map(&from).collect();
+        assert!(output == &expected, "allgather of {len} elements");
+    }
+}
+
+/// Reduce-scatters `input` as T with `op` and compares this rank's shard
+/// with the reference.
+fn check_reduce_scatter<T: Element>(comm: &Comm, op: Op, from: impl Fn(f64) -> T, to: impl Fn(T) -> f64) {
+    let (rank, size) = (comm.rank() as usize, comm.size());
+    let shards = [1usize, 10, 40_000];
+    let inputs: Vec<Vec<T>> =
+        shards.iter().map(|&c| input(rank as i32, c * size as usize).into_iter().map(&from).collect()).collect();
+    let mut outputs: Vec<Vec<T>> = shards.iter().map(|&c| vec![from(0.0); c]).collect();
+    comm.reduce_scatter(&inputs, &mut outputs.iter_mut().collect::<Vec<_>>(), op).unwrap();
+    for (&c, output) in shards.iter().zip(outputs) {
+        let expected = &reference(size, c * size as usize, op)[rank * c..(rank + 1) * c];
+        for (i, (got, &want)) in output.into_iter().map(&to).zip(expected).enumerate() {
+            assert!((got - want).abs() <= 1e-2 * want.abs().max(1.0), "{op:?} shard {c} [{i}]: {got} != {want}");
+        }
+    }
+}
+
+fn allgather_and_reduce_scatter_every_dtype(comm: &Comm) {
+    check_allgather(comm, |x| x as f32);
+    check_allgather(comm, |x| x);
+    check_allgather(comm, f16::from_f64);
+    check_allgather(comm, bf16::from_f64);
+    check_allgather(comm, |x| x as i32);
+    check_allgather(comm, |x| x as i64);
+    check_allgather(comm, |x| x as i8);
+    check_allgather(comm, |x| (x + 3.0) as u8);
+    for op in [Op::Sum, Op::Avg, Op::Max] {
+        check_reduce_scatter(comm, op, |x| x as f32, f64::from);
+        check_reduce_scatter(comm, op, |x| x, |x| x);
+        check_reduce_scatter(comm, op, f16::from_f64, f16::to_f64);
+        check_reduce_scatter(comm, op, bf16::from_f64, bf16::to_f64);
+    }
+    check_reduce_scatter(comm, Op::Sum, |x| x as i64, |x| x as f64);
+    check_reduce_scatter(comm, Op::Min, |x| x as i8, f64::from);
+}
+
+/// ZeRO's step: a reduce_scatter of the gradients then an allgather of the
+/// shards is an allreduce; mixed lists, small buckets and names on the way.
+fn reduce_scatter_then_allgather_is_allreduce(comm: &Comm) {
+    let (rank, size) = (comm.rank(), comm.size() as usize);
+    let mut grads = input(rank, 30 * size);
+    let mut steps: Vec<i64> = input(rank, 3 * size).into_iter().map(|x| x as i64).collect();
+    let (mut grads_shard, mut steps_shard) = (vec![0.0f64; 30], vec![0i64; 3]);
+    let (mut grads_full, mut steps_full) = (vec![0.0f64; 30 * size], vec![0i64; 3 * size]);
+    let zero = comm.with(CollectiveOptions::new().fusion_bytes(64).names(&["grads", "steps"]));
+    let (mut inputs, mut shards) = (TensorList::new(), TensorList::new());
+    inputs.push(&mut grads).push(&mut steps);
+    shards.push(&mut grads_shard).push(&mut steps_shard);
+    zero.reduce_scatter(&inputs, &mut shards, Op::Sum).unwrap();
+    let mut full = TensorList::new();
+    full.push(&mut grads_full).push(&mut steps_full);
+    zero.allgather(&shards, &mut full).unwrap();
+    comm.allreduce(&mut inputs, Op::Sum).unwrap();
+    assert_eq!((grads_full, steps_full), (grads, steps));
+}
+
+/// Every rank passes the same uneven input: every rank's own error, naming it.
+fn uneven_reduce_scatter_names_the_tensor(comm: &Comm) {
+    let size = comm.size() as usize;
+    let (even, uneven) = (vec![1.0f32; 2 * size], vec![1.0f32; 2 * size + 1]);
+    let (mut a, mut b) = (vec![0.0f32; 2], vec![0.0f32; 2]);
+    let err = comm.reduce_scatter(&[&even, &uneven], &mut [&mut a, &mut b], Op::Sum).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.message().contains("inputs[1]") && err.message().contains("multiple"), "{err}");
+    let err = comm.scope(|s| s.reduce_scatter_async([&uneven], [&mut a], Op::Sum).map(drop)).unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.message().contains("inputs[0]"), "{err}");
+    assert_eq!((a, b), (vec![0.0; 2], vec![0.0; 2]), "nothing written");
+}
+
+fn async_allgather_and_reduce_scatter(comm: &Comm) {
+    let (rank, size) = (comm.rank(), comm.size() as usize);
+    let grads = vec![rank as f32 + 1.0; 4 * size];
+    let params = vec![rank as i64; 5];
+    let (mut shard, mut gathered) = (vec![0.0f32; 4], vec![0i64; 5 * size]);
+    comm.scope(|s| {
+        let scattered = s.reduce_scatter_async([&grads], [&mut shard], Op::Sum).unwrap();
+        let gathering = s.allgather_async(vec![&params], vec![&mut gathered]).unwrap();
+        scattered.wait().unwrap();
+        gathering.wait().unwrap();
+    })
+    .unwrap();
+    assert_eq!(shard, vec![(1..=size).sum::<usize>() as f32; 4]);
+    assert_eq!(gathered, (0..size as i64).flat_map(|r| [r; 5]).collect::<Vec<_>>());
+}
+
 fn reducer_averages_every_rank_gradients(comm: &Comm) {
     let (rank, size) = (comm.rank(), comm.size());
     let like = (vec![0.0f32; 3000], vec![0.0f32; 5], vec![0.0f64; 3]);
@@ -289,7 +390,7 @@ fn log_from_every_rank(comm: &Comm) {
 fn main() {
     let comm = Comm::init().expect("ddp init");
     assert_eq!(comm.backend_name(), "mpi", "run under mpirun");
-    let tests: [(&str, fn(&Comm)); 14] = [
+    let tests: [(&str, fn(&Comm)); 18] = [
         ("every_dtype_and_op", every_dtype_and_op),
         ("u8_sum_wraps", u8_sum_wraps),
         ("mixed_list", mixed_list),
@@ -300,6 +401,10 @@ fn main() {
         ("broadcast_reduce_and_optimizer_state", broadcast_reduce_and_optimizer_state),
         ("check_replicas_reports_a_difference", check_replicas_reports_a_difference),
         ("async_allreduce", async_allreduce),
+        ("allgather_and_reduce_scatter_every_dtype", allgather_and_reduce_scatter_every_dtype),
+        ("reduce_scatter_then_allgather_is_allreduce", reduce_scatter_then_allgather_is_allreduce),
+        ("uneven_reduce_scatter_names_the_tensor", uneven_reduce_scatter_names_the_tensor),
+        ("async_allgather_and_reduce_scatter", async_allgather_and_reduce_scatter),
         ("reducer_averages_every_rank_gradients", reducer_averages_every_rank_gradients),
         ("sampler_covers_every_item", sampler_covers_every_item),
         ("log_from_every_rank", log_from_every_rank),

@@ -160,16 +160,22 @@ fn reducer_of_integers_averaged_on_one_rank(comm: &Comm) {
     still_works(comm);
 }
 
-/// Names that do not fit the list are the bad rank's own error; its peers
-/// get a mismatch naming it, long before their 60 s timeout.
-fn check_names_blamed(comm: &Comm, result: ddp::Result<()>, started: Instant) {
+/// An argument refused before any data moved is the bad rank's own error;
+/// its peers get a mismatch naming it, long before their 60 s timeout.
+fn check_refused(comm: &Comm, result: ddp::Result<()>, started: Instant) -> Error {
     let err = check_blamed(comm, result, ErrorKind::InvalidArgument);
-    assert!(err.message().contains("names"), "{err}");
     if comm.rank() != bad_rank(comm) {
         assert_eq!(err.kind(), ErrorKind::Mismatch, "{err}");
     }
     assert!(started.elapsed() < Duration::from_secs(10), "took {:?}", started.elapsed());
     still_works(comm);
+    err
+}
+
+/// Names that do not fit the list are refused, saying so.
+fn check_names_blamed(comm: &Comm, result: ddp::Result<()>, started: Instant) {
+    let err = check_refused(comm, result, started);
+    assert!(err.message().contains("names"), "{err}");
 }
 
 fn names_of_another_count_on_one_rank(comm: &Comm) {
@@ -189,6 +195,38 @@ fn name_with_a_nul_byte_on_one_rank(comm: &Comm) {
     let weights = vec![1.0f32; 3];
     let started = Instant::now();
     check_names_blamed(comm, comm.with(options).reducer(&[&weights], Op::Avg).map(drop), started);
+}
+
+/// libddp's check of the outputs, blocking and async.
+fn gather_and_scatter_into_a_wrong_length_output(comm: &Comm) {
+    let (size, bad) = (comm.size() as usize, comm.rank() == bad_rank(comm));
+    let shard = vec![1.0f32; 4];
+    let mut full = vec![0.0f32; if bad { 4 * size - 1 } else { 4 * size }];
+    let started = Instant::now();
+    let err = check_refused(comm, patient(comm).allgather(&[&shard], &mut [&mut full]), started);
+    assert!(!bad || err.message().contains("outputs[0]"), "{err}");
+    let grads = vec![1.0f32; 4 * size];
+    let mut shard = vec![0.0f32; if bad { 5 } else { 4 }];
+    let started = Instant::now();
+    let result = patient(comm).scope(|s| s.reduce_scatter_async([&grads], [&mut shard], Op::Sum)?.wait()).unwrap();
+    let err = check_refused(comm, result, started);
+    assert!(!bad || err.message().contains("outputs[0]"), "{err}");
+}
+
+/// This crate's check: the C call takes one count for both lists.
+fn more_inputs_than_outputs_on_one_rank(comm: &Comm) {
+    let size = comm.size() as usize;
+    let (a, b) = (vec![1.0f64; 2 * size], vec![2.0f64; 2 * size]);
+    let inputs = if comm.rank() == bad_rank(comm) { vec![&a, &b] } else { vec![&a] };
+    let (mut full, mut shard) = (vec![0.0f64; 2 * size * size], vec![0.0f64; 2]);
+    let started = Instant::now();
+    let err = check_refused(comm, patient(comm).allgather(&inputs, &mut [&mut full]), started);
+    assert!(err.message().contains("inputs for 1 outputs"), "{err}");
+    let started = Instant::now();
+    let result =
+        patient(comm).scope(|s| s.reduce_scatter_async(inputs.clone(), [&mut shard], Op::Sum)?.wait()).unwrap();
+    let err = check_refused(comm, result, started);
+    assert!(err.message().contains("inputs for 1 outputs"), "{err}");
 }
 
 /// One training step on a two-gradient reducer; `backward` fills and marks
@@ -313,7 +351,7 @@ fn main() {
     let comm = Comm::init().expect("ddp init");
     assert_eq!(comm.backend_name(), "mpi", "run under mpirun");
     assert!(comm.size() >= 2, "run on 2 or more ranks");
-    let tests: [(&str, fn(&Comm)); 21] = [
+    let tests: [(&str, fn(&Comm)); 23] = [
         ("wrong_length_slice", wrong_length_slice),
         ("one_more_tensor_in_the_list", one_more_tensor_in_the_list),
         ("mixed_list_with_another_dtype", mixed_list_with_another_dtype),
@@ -329,6 +367,8 @@ fn main() {
         ("reducer_of_integers_averaged_on_one_rank", reducer_of_integers_averaged_on_one_rank),
         ("names_of_another_count_on_one_rank", names_of_another_count_on_one_rank),
         ("name_with_a_nul_byte_on_one_rank", name_with_a_nul_byte_on_one_rank),
+        ("gather_and_scatter_into_a_wrong_length_output", gather_and_scatter_into_a_wrong_length_output),
+        ("more_inputs_than_outputs_on_one_rank", more_inputs_than_outputs_on_one_rank),
         ("reducer_step_copying_a_wrong_length_slice", reducer_step_copying_a_wrong_length_slice),
         ("reducer_step_taking_a_view_of_another_type", reducer_step_taking_a_view_of_another_type),
         ("reducer_step_panicking_on_one_rank", reducer_step_panicking_on_one_rank),
