@@ -89,12 +89,14 @@ private:
 // is process-wide, so it is made only where nobody chose: the environment
 // does not name it and its value is still 0 ("libnbc decides"). Other MPI
 // libraries have no such variable, and nothing happens.
-void choose_nonblocking_allreduce_algorithm() {
+// `thread_level` is MPI's: Open MPI's MPI_T_init_thread sets the level
+// that MPI_Query_thread reports to the one it is given.
+void choose_nonblocking_allreduce_algorithm(int thread_level) {
     constexpr const char* variable = "coll_libnbc_iallreduce_algorithm";
     constexpr int rabenseifner = 3;
     if (std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm") != nullptr) return;
     int provided = 0;
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return;
+    if (MPI_T_init_thread(thread_level, &provided) != MPI_SUCCESS) return;
     int index = 0, count = 0, current = -1;
     MPI_T_cvar_handle handle;
     if (MPI_T_cvar_get_index(variable, &index) == MPI_SUCCESS &&
@@ -224,7 +226,7 @@ public:
             check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &thread_level_), "MPI_Init_thread");
             owns_mpi_ = true;
         }
-        choose_nonblocking_allreduce_algorithm();
+        choose_nonblocking_allreduce_algorithm(thread_level_);
         MPI_Comm base = MPI_COMM_WORLD;
         if (mpi_comm_fortran != DDP_NO_MPI_COMM) {
             base = MPI_Comm_f2c(static_cast<MPI_Fint>(mpi_comm_fortran));
