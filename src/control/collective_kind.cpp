@@ -13,6 +13,8 @@ const char* kind_name(uint64_t kind) {
     case CollectiveKind::reducer_create: return "reducer_create";
     case CollectiveKind::reducer_step: return "reducer step";
     case CollectiveKind::timeline_start: return "timeline_start";
+    case CollectiveKind::comm_split: return "comm_split";
+    case CollectiveKind::comm_split_node: return "comm_split_node";
     }
     return "an unknown collective";
 }

@@ -17,6 +17,8 @@ enum class CollectiveKind : uint64_t {
     reducer_create = 7,  ///< ddp_reducer_create
     reducer_step = 8,    ///< one step of a reducer, from its first mark to its wait
     timeline_start = 9,  ///< ddp_timeline_start (and DDP_TIMELINE in ddp_init)
+    comm_split = 10,      ///< ddp_comm_split
+    comm_split_node = 11, ///< ddp_comm_split_node
 };
 
 /// "allreduce", ...; "an unknown collective" for other values.

@@ -50,6 +50,7 @@ NcclLibrary load(const std::string& path) {
     resolve(handle, path, "ncclAllReduce", library.all_reduce);
     resolve(handle, path, "ncclReduce", library.reduce);
     resolve(handle, path, "ncclBroadcast", library.broadcast);
+    library.comm_split = reinterpret_cast<decltype(&ncclCommSplit)>(dlsym(handle, "ncclCommSplit"));
     if (library.get_version(&library.version) != ncclSuccess)
         fail(DDP_ERR_UNSUPPORTED, path + ": ncclGetVersion failed");
     if (library.version < oldest_nccl_version)

@@ -32,6 +32,9 @@ struct NcclLibrary {
     decltype(&ncclAllReduce) all_reduce = nullptr;
     decltype(&ncclReduce) reduce = nullptr;
     decltype(&ncclBroadcast) broadcast = nullptr;
+    /// nullptr when this NCCL lacks it (ncclCommSplit came in 2.18.1):
+    /// only ddp_comm_split needs it.
+    decltype(&ncclCommSplit) comm_split = nullptr;
 
     /// "2.28.9"
     std::string version_text() const;
