@@ -228,7 +228,8 @@ typedef enum ddp_op DDP_ENUM_BASE {
 /* Process groups                                                            */
 /* ------------------------------------------------------------------------ */
 
-/** A process group (the world). Opaque; always used through a pointer. */
+/** A process group: the world (ddp_init) or a sub-communicator
+ *  (ddp_comm_split). Opaque; always used through a pointer. */
 typedef struct ddp_comm ddp_comm;
 
 /** Which transport carries the data. */
@@ -314,7 +315,11 @@ DDP_API ddp_status ddp_init(const ddp_init_options* opts, ddp_comm** world);
  * DDP_ERR_NOT_INITIALIZED rather than touching freed memory. Waits for the
  * communicator's async requests to finish first.
  * Collective when MPI is finalized (MPI_Finalize is).
- * Returns DDP_ERR_INVALID_ARGUMENT for NULL, DDP_ERR_BACKEND.
+ * Sub-communicators still live (ddp_comm_split) are freed with it, once
+ * every rank has reached ddp_finalize; their handles then return
+ * DDP_ERR_NOT_INITIALIZED.
+ * Returns DDP_ERR_INVALID_ARGUMENT for NULL or a sub-communicator (free
+ * those with ddp_comm_free), DDP_ERR_BACKEND.
  */
 DDP_API ddp_status ddp_finalize(ddp_comm* world);
 
@@ -529,6 +534,81 @@ DDP_API ddp_status ddp_check_replicas(ddp_comm* comm, const ddp_tensor* tensors,
 DDP_API ddp_status ddp_barrier(ddp_comm* comm, const ddp_collective_options* opts);
 
 /* ------------------------------------------------------------------------ */
+/* Sub-communicators (since 1.3)                                             */
+/* ------------------------------------------------------------------------ */
+
+/** ddp_comm_split's color for a rank that joins no sub-communicator (as
+ *  MPI_UNDEFINED): its *sub is set to NULL. */
+#define DDP_COLOR_UNDEFINED (-1)
+
+/** Settings of a new sub-communicator. */
+typedef struct ddp_split_options {
+    uint32_t struct_size; /**< set by ddp_split_options_init */
+    /** The sub-communicator's timeout for its collectives (as
+     *  ddp_init_options.timeout_s is the world's); 0 (the default) means the
+     *  parent's. The split itself is a collective on the parent and is held
+     *  to the parent's timeout. Local: ranks may use different values. */
+    double timeout_s;
+} ddp_split_options;
+
+/** Fills the first `struct_size` bytes of `opts` with the defaults (as
+ *  ddp_init_options_init does). */
+DDP_API ddp_status ddp_split_options_init(ddp_split_options* opts, uint32_t struct_size);
+
+/**
+ * Splits `comm` into sub-communicators, as MPI_Comm_split: the ranks that
+ * pass the same `color` (>= 0) form one, ranked by `key`, ties broken by
+ * their rank in `comm`; a rank passing DDP_COLOR_UNDEFINED joins none and
+ * gets *sub = NULL. With the `nccl` backend the sub-communicator's NCCL
+ * communicator comes from ncclCommSplit (NCCL 2.18.1 or newer, else
+ * DDP_ERR_UNSUPPORTED).
+ *
+ * A sub-communicator takes every call a world takes (collectives, async
+ * requests, reducers, timeline, flight recorder, ddp_comm_abort, queries;
+ * ddp_local_rank/ddp_local_size count its ranks on this node) and has its
+ * own agreement, sequence numbers, deadlines, stall reports and breakage:
+ * a timeout in it breaks it alone, and its messages name it
+ * ("sub-communicator color 1 (comm_split #3 of world): ..."), while its
+ * parent and other sub-communicators go on working. It is independent of
+ * its parent once made: a broken parent leaves it working (but refuses
+ * further splits), and it may outlive a parent sub-communicator that is
+ * freed. Different communicators may be used from different threads at
+ * the same time when MPI runs at MPI_THREAD_MULTIPLE (as libddp asks for).
+ *
+ * Collective on `comm`, in order with its other collectives: agreement
+ * first (a rank whose arguments are invalid makes its peers fail at once
+ * with DDP_ERR_MISMATCH naming it), then the split, held to `comm`'s
+ * timeout (MPI_Comm_split itself blocks; a rank stuck in it past the
+ * deadline is ended by the hang watchdog). Free it with ddp_comm_free;
+ * ddp_finalize of the world frees those still live.
+ * Returns DDP_ERR_INVALID_ARGUMENT (NULL `sub`, a negative color other than
+ * DDP_COLOR_UNDEFINED, a bad options field), DDP_ERR_MISMATCH,
+ * DDP_ERR_NOT_INITIALIZED, DDP_ERR_TIMEOUT, DDP_ERR_UNSUPPORTED,
+ * DDP_ERR_BACKEND (with nccl, a failed ncclCommSplit also breaks `comm`).
+ */
+DDP_API ddp_status ddp_comm_split(ddp_comm* comm, int32_t color, int32_t key, const ddp_split_options* opts,
+                                  ddp_comm** sub);
+
+/**
+ * The ranks of `comm` that share this rank's node (shared memory), ranked
+ * as in `comm`: ddp_comm_split with the node as color, for hierarchical
+ * work (reduce within the node, then across nodes). Every rank gets one.
+ * Collective on `comm`; errors as ddp_comm_split.
+ */
+DDP_API ddp_status ddp_comm_split_node(ddp_comm* comm, const ddp_split_options* opts, ddp_comm** node);
+
+/**
+ * Releases a sub-communicator, as ddp_finalize releases the world (it
+ * waits for its async requests, returns in bounded time when peers are
+ * gone, is idempotent, and a later call with the handle returns
+ * DDP_ERR_NOT_INITIALIZED) but never finalizes MPI. Collective over the
+ * sub-communicator. NULL is a no-op returning DDP_OK (the handle of a rank
+ * that passed DDP_COLOR_UNDEFINED). DDP_ERR_INVALID_ARGUMENT for the world
+ * (end it with ddp_finalize) or while another thread is inside a call on it.
+ */
+DDP_API ddp_status ddp_comm_free(ddp_comm* sub);
+
+/* ------------------------------------------------------------------------ */
 /* Timeline and flight recorder                                              */
 /* ------------------------------------------------------------------------ */
 
@@ -721,8 +801,9 @@ DDP_API ddp_status ddp_comm_abort(ddp_comm* comm, const char* reason);
  * the first 1024 bytes travel), instead of waiting for this rank.
  * `collective` is the call's name: "allreduce" (its async form too),
  * "broadcast", "reduce", "sync_optimizer_state", "check_replicas",
- * "barrier", "reducer_create", "allgather" or "reduce_scatter". `opts`
- * (may be NULL) gives the timeout of that step, as for the call. Runs in call order, as a collective. Returns
+ * "barrier", "reducer_create", "allgather", "reduce_scatter", "comm_split" or
+ * "comm_split_node" (the last four since 1.3). `opts` (may be NULL) gives the
+ * timeout of that step, as for the call. Runs in call order, as a collective. Returns
  * DDP_OK once this rank has taken part (the binding then reports its own
  * error); DDP_ERR_INVALID_ARGUMENT for a NULL comm or collective or an
  * unknown name (then it took no part), DDP_ERR_NOT_INITIALIZED.

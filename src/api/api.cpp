@@ -18,6 +18,7 @@
 #include "core/reducer.hpp"
 #include "core/settings.hpp"
 #include "core/shard.hpp"
+#include "core/split.hpp"
 #include "ddp/ddp.h"
 #include "control/startup.hpp"
 #include "trace/clock_sync.hpp"
@@ -34,6 +35,12 @@ struct ddp_comm {
     static constexpr uint64_t expected_magic = 0x6464705f636f6d6dull;  // "ddp_comm"
     uint64_t magic = expected_magic;
     std::unique_ptr<ddp::Communicator> live;
+    /// A sub-communicator's world (whatever it was split from); nullptr
+    /// for the world itself.
+    ddp_comm* world = nullptr;
+    /// The world's live sub-communicators, oldest first, for ddp_finalize
+    /// to release (guarded by init_mutex).
+    std::vector<ddp_comm*> subs;
     /// At process exit: a communicator the program never finalized is left
     /// alone (tearing it down could wait for peers), not destroyed.
     ~ddp_comm() { static_cast<void>(live.release()); }
@@ -173,11 +180,13 @@ CollectiveKind checked_collective_kind(const char* name) {
     for (CollectiveKind kind : {CollectiveKind::allreduce, CollectiveKind::broadcast, CollectiveKind::reduce,
                                 CollectiveKind::sync_optimizer_state, CollectiveKind::check_replicas,
                                 CollectiveKind::barrier, CollectiveKind::reducer_create, CollectiveKind::allgather,
-                                CollectiveKind::reduce_scatter})
+                                CollectiveKind::reduce_scatter, CollectiveKind::comm_split,
+                                CollectiveKind::comm_split_node})
         if (std::string_view(name) == kind_name(static_cast<uint64_t>(kind))) return kind;
     fail(DDP_ERR_INVALID_ARGUMENT, "collective \"" + std::string(name) +
                                        "\" is not one of allreduce, broadcast, reduce, sync_optimizer_state, "
-                                       "check_replicas, barrier, reducer_create, allgather, reduce_scatter");
+                                       "check_replicas, barrier, reducer_create, allgather, reduce_scatter, "
+                                       "comm_split, comm_split_node");
 }
 
 /// A writable tensor list: valid tensors that do not overlap.
@@ -365,6 +374,40 @@ CollectiveCall reduce_scatter_call(Communicator& comm, const ddp_tensor* inputs,
     return call;
 }
 
+/// ddp_comm_split and ddp_comm_split_node: validation (an invalid call
+/// still takes part, so that the peers fail at once), the split, and the
+/// new handle, registered with the world.
+void split_handle(ddp_comm* handle, SplitRequest request, const ddp_split_options* opts, ddp_comm** out,
+                  const char* out_name) {
+    Communicator& parent = live_comm(handle);
+    parent.run([&] {
+        try {
+            require_not_null(out, out_name);
+            const ddp_split_options read = read_options(opts, default_split_options(), "opts");
+            if (!(read.timeout_s >= 0) || std::isinf(read.timeout_s))
+                fail(DDP_ERR_INVALID_ARGUMENT, "opts->timeout_s must be a finite number >= 0 (0: the parent's)");
+            request.timeout_s = read.timeout_s;
+            if (request.color < 0 && request.color != DDP_COLOR_UNDEFINED)
+                fail(DDP_ERR_INVALID_ARGUMENT, "color is " + std::to_string(request.color) +
+                                                   "; it must be >= 0, or DDP_COLOR_UNDEFINED (-1) to join none");
+        } catch (const Error& invalid) {
+            report_invalid_call(parent, request.kind, 0, invalid);
+        }
+        std::unique_ptr<Communicator> made = split_communicator(parent, request);
+        if (!made) {
+            *out = nullptr;
+            return;
+        }
+        auto sub = std::make_unique<ddp_comm>();
+        sub->live = std::move(made);
+        sub->world = handle->world != nullptr ? handle->world : handle;
+        std::lock_guard lock(init_mutex);
+        sub->world->subs.push_back(sub.get());
+        *out = sub.get();
+        handles().push_back(std::move(sub));
+    });
+}
+
 template <typename T>
 void set_output(T* out, T value, const char* name) {
     require_not_null(out, name) = value;
@@ -414,6 +457,10 @@ DDP_API ddp_status ddp_collective_options_init(ddp_collective_options* opts, uin
 
 DDP_API ddp_status ddp_shard_options_init(ddp_shard_options* opts, uint32_t struct_size) {
     return guarded([&] { init_options(opts, struct_size, default_shard_options(), "opts"); });
+}
+
+DDP_API ddp_status ddp_split_options_init(ddp_split_options* opts, uint32_t struct_size) {
+    return guarded([&] { init_options(opts, struct_size, default_split_options(), "opts"); });
 }
 
 DDP_API ddp_status ddp_init(const ddp_init_options* opts_in, ddp_comm** world) {
@@ -474,11 +521,48 @@ DDP_API ddp_status ddp_finalize(ddp_comm* world) {
     return guarded([&] {
         require_not_null(world, "world");
         if (world->magic != ddp_comm::expected_magic) fail(DDP_ERR_INVALID_ARGUMENT, "world does not point to a ddp_comm");
+        if (world->world != nullptr)
+            fail(DDP_ERR_INVALID_ARGUMENT, "world is a sub-communicator (from ddp_comm_split); free it with "
+                                           "ddp_comm_free, and finalize the world it came from with ddp_finalize");
         std::lock_guard lock(init_mutex);
         if (!world->live) return;  // already finalized
-        world->live->finalize();  // refused (nothing released) while another thread is inside a collective
+        std::vector<Communicator*> subs;
+        for (ddp_comm* sub : world->subs) subs.push_back(sub->live.get());
+        // Refused (nothing released) while another thread is inside a call on it or on a sub.
+        world->live->finalize(subs);
+        for (ddp_comm* sub : world->subs) std::unique_ptr<Communicator> released = std::move(sub->live);
+        world->subs.clear();
         std::unique_ptr<Communicator> communicator = std::move(world->live);
         world_live = false;
+    });
+}
+
+DDP_API ddp_status ddp_comm_split(ddp_comm* comm, int32_t color, int32_t key, const ddp_split_options* opts,
+                                  ddp_comm** sub) {
+    return guarded([&] {
+        split_handle(comm, SplitRequest{CollectiveKind::comm_split, color, key, 0}, opts, sub, "sub");
+    });
+}
+
+DDP_API ddp_status ddp_comm_split_node(ddp_comm* comm, const ddp_split_options* opts, ddp_comm** node) {
+    return guarded([&] {
+        split_handle(comm, SplitRequest{CollectiveKind::comm_split_node, 0, 0, 0}, opts, node, "node");
+    });
+}
+
+DDP_API ddp_status ddp_comm_free(ddp_comm* sub) {
+    if (sub == nullptr) return DDP_OK;  // a rank that joined no sub-communicator
+    return guarded([&] {
+        if (sub->magic != ddp_comm::expected_magic) fail(DDP_ERR_INVALID_ARGUMENT, "sub does not point to a ddp_comm");
+        if (sub->world == nullptr)
+            fail(DDP_ERR_INVALID_ARGUMENT,
+                 "sub is the world communicator (from ddp_init); end it with ddp_finalize, which also frees its "
+                 "sub-communicators");
+        if (!sub->live) return;  // already freed (or finalized with its world)
+        sub->live->finalize();  // refused (nothing released) while another thread is inside a call on it
+        std::lock_guard lock(init_mutex);
+        std::erase(sub->world->subs, sub);
+        std::unique_ptr<Communicator> released = std::move(sub->live);
     });
 }
 

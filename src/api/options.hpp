@@ -36,4 +36,11 @@ inline ddp_shard_options default_shard_options() {
     return opts;
 }
 
+inline ddp_split_options default_split_options() {
+    ddp_split_options opts{};
+    opts.struct_size = sizeof opts;
+    opts.timeout_s = 0;  // the parent's
+    return opts;
+}
+
 }  // namespace ddp

@@ -152,6 +152,18 @@ public:
     /// Where device buffers travel on the GPU (nccl); nullptr when they are
     /// staged through host memory instead.
     virtual DevicePlane* device_plane() { return nullptr; }
+
+    // Sub-communicators.
+    /// The smallest rank on this rank's node: equal exactly on the ranks
+    /// that share a node, so it serves as the node's color for split().
+    virtual int node_leader() const = 0;
+    /// The ranks passing the same `color` (>= 0), ranked by `key` then by
+    /// rank, as a new backend with data and control channels of its own;
+    /// nullptr on a rank passing a negative color. Collective over this
+    /// backend's ranks; called once agreement has seen every rank in the
+    /// call, so that the transport's own blocking steps (MPI_Comm_split)
+    /// find every peer there. What can be polled is held to `deadline`.
+    virtual std::unique_ptr<Backend> split(int color, int key, Clock::time_point deadline) = 0;
 };
 
 std::unique_ptr<Backend> make_self_backend();

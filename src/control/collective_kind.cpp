@@ -15,6 +15,8 @@ const char* kind_name(uint64_t kind) {
     case CollectiveKind::timeline_start: return "timeline_start";
     case CollectiveKind::allgather: return "allgather";
     case CollectiveKind::reduce_scatter: return "reduce_scatter";
+    case CollectiveKind::comm_split: return "comm_split";
+    case CollectiveKind::comm_split_node: return "comm_split_node";
     }
     return "an unknown collective";
 }

@@ -19,6 +19,8 @@ enum class CollectiveKind : uint64_t {
     timeline_start = 9,  ///< ddp_timeline_start (and DDP_TIMELINE in ddp_init)
     allgather = 10,
     reduce_scatter = 11,
+    comm_split = 12,      ///< ddp_comm_split
+    comm_split_node = 13, ///< ddp_comm_split_node
 };
 
 /// "allreduce", ...; "an unknown collective" for other values.

@@ -37,9 +37,12 @@ Clock::time_point deadline_after(double seconds) {
 }
 
 ControlPlane::ControlPlane(Backend& backend, double timeout_s, double stall_warning_s, double hang_grace_s,
-                           size_t flight_recorder_size, std::string flight_recorder_dir)
+                           size_t flight_recorder_size, std::string flight_recorder_dir, std::string name)
     : backend_(backend),
-      recorder_(flight_recorder_size, std::move(flight_recorder_dir), backend.rank(), backend.size(), backend.name()),
+      name_(std::move(name)),
+      prefix_(name_.empty() ? std::string() : name_ + ": "),
+      recorder_(flight_recorder_size, std::move(flight_recorder_dir), backend.rank(), backend.size(), backend.name(),
+                name_),
       timeout_s_(timeout_s),
       stall_warning_s_(stall_warning_s),
       watched_(backend.rank(), hang_grace_s) {}
@@ -198,7 +201,7 @@ void ControlPlane::give_up(CallContext& call, std::unique_ptr<Pending> pending) 
                                 ". The communicator is now unusable (its peers were told); a buffer of this "
                                 "call may still be written until the process ends";
     mark_broken(message);
-    log_line(backend_.rank(), backend_.size(), DDP_LOG_ERROR, message);
+    log_line(backend_.rank(), backend_.size(), DDP_LOG_ERROR, prefix_ + message);
     fail_broken("", nullptr);
 }
 
@@ -208,7 +211,7 @@ void ControlPlane::report_stall(CallContext& call) {
     const double room = duration<double>(call.deadline - Clock::now()).count();
     const std::string missing = who_is_missing(call, deadline_after(std::clamp(room / 2, 0.0, answer_wait_s)));
     log_line(backend_.rank(), backend_.size(), DDP_LOG_WARN,
-             call_name(static_cast<uint64_t>(call.kind), call.sequence) + " has waited " + seconds_text(waited) +
+             prefix_ + call_name(static_cast<uint64_t>(call.kind), call.sequence) + " has waited " + seconds_text(waited) +
                  " (timeout " + seconds_text(duration<double>(call.deadline - call.started).count()) + "): " +
                  missing);
 }
@@ -254,11 +257,11 @@ void ControlPlane::mark_broken(const std::string& message, ddp_status status) {
     {
         std::lock_guard lock(broken_mutex_);
         if (broken_.load(std::memory_order_relaxed)) return;  // the first reason stays
-        broken_message_ = message;
+        broken_message_ = prefix_ + message;
         broken_status_ = status;
         broken_.store(true, std::memory_order_release);
     }
-    recorder_.dump(message);  // once per communicator: what led here
+    recorder_.dump(prefix_ + message);  // once per communicator: what led here
 }
 
 }  // namespace ddp

@@ -51,9 +51,11 @@ public:
     /// `hang_grace_s`: how long past a deadline a thread may stay inside
     /// the backend before the hang watchdog ends the process (0: never).
     /// `flight_recorder_size` calls are kept (0: none); dumps go to
-    /// `flight_recorder_dir` ("": the log).
+    /// `flight_recorder_dir` ("": the log). `name` is a sub-communicator's
+    /// (ddp_comm_split), put before its stall reports and the reason it
+    /// broke so that they say which communicator; "" for the world.
     ControlPlane(Backend& backend, double timeout_s, double stall_warning_s, double hang_grace_s,
-                 size_t flight_recorder_size = 64, std::string flight_recorder_dir = {});
+                 size_t flight_recorder_size = 64, std::string flight_recorder_dir = {}, std::string name = {});
     ControlPlane(const ControlPlane&) = delete;
     ControlPlane& operator=(const ControlPlane&) = delete;
 
@@ -90,6 +92,8 @@ public:
 
     /// What this rank is doing, as peers are told.
     PeerStatus status() const;
+    /// The sub-communicator's name ("" for the world).
+    const std::string& name() const { return name_; }
 
     /// The communicator's timeline (off unless started) and flight recorder.
     trace::Timeline& timeline() { return timeline_; }
@@ -125,6 +129,8 @@ private:
     void mark_broken(const std::string& message, ddp_status status = DDP_ERR_TIMEOUT);
 
     Backend& backend_;
+    const std::string name_;
+    const std::string prefix_;  ///< "NAME: " before messages; "" for the world
     trace::Timeline timeline_;
     trace::FlightRecorder recorder_;
     const double timeout_s_;

@@ -225,7 +225,9 @@ void move_data(Communicator& comm, CallContext& context, const CollectiveCall& c
     case CollectiveKind::barrier: return;         // agreement needs every rank: it is the barrier
     case CollectiveKind::reducer_create:
     case CollectiveKind::reducer_step:
-    case CollectiveKind::timeline_start: break;   // their own (core/reducer.cpp, api)
+    case CollectiveKind::timeline_start:
+    case CollectiveKind::comm_split:
+    case CollectiveKind::comm_split_node: break;  // their own (core/reducer.cpp, core/split.cpp, api)
     }
 }
 

@@ -25,11 +25,12 @@ private:
     std::atomic<bool>& in_use_;
 };
 
-Communicator::Communicator(std::unique_ptr<Backend> backend, const Settings& settings, cuda::GpuAssignment gpu)
+Communicator::Communicator(std::unique_ptr<Backend> backend, const Settings& settings, cuda::GpuAssignment gpu,
+                           std::string name)
     : backend_(std::move(backend)),
       settings_(settings),
       control_(*backend_, settings.timeout_s, settings.stall_warning_s, settings.hang_grace_s,
-               static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir),
+               static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir, std::move(name)),
       gpu_(std::move(gpu)),
       worker_([device = gpu_.device] {
           if (device >= 0) cuda::make_current(device);  // every libddp thread has the rank's GPU current
@@ -121,20 +122,37 @@ bool Communicator::peers_reach_finalize() {
     return false;
 }
 
-void Communicator::finalize() {
-    Entry entry(in_use_);
+void Communicator::stop_taking_part() {
     worker_.stop();
     // A peer still inside (or about to start) a collective this rank never
     // joins fails at once instead of waiting for its timeout.
     control_.announce_finalize();
+}
+
+void Communicator::release(bool peers_present) {
+    control_.timeline().stop();  // before the backend goes: the file is complete
+    backend_->finalize(peers_present);
+}
+
+void Communicator::finalize(std::span<Communicator* const> subs) {
+    Entry entry(in_use_);
+    std::vector<std::unique_ptr<Entry>> sub_entries;
+    for (Communicator* sub : subs) sub_entries.push_back(std::make_unique<Entry>(sub->in_use_));
+    for (Communicator* sub : subs) sub->stop_taking_part();
+    stop_taking_part();
     const bool peers_present = peers_reach_finalize();
     if (!peers_present)
         log_line(backend_->rank(), backend_->size(), DDP_LOG_ERROR,
-                 "ddp_finalize: not every rank reached ddp_finalize (a rank died, is stuck, or is still computing "
-                 "past the timeout); MPI is left running so that this process can exit, and the launcher may "
-                 "report that it ended without MPI_Finalize");
-    control_.timeline().stop();  // before the backend goes: the file is complete
-    backend_->finalize(peers_present);
+                 name().empty()
+                     ? "ddp_finalize: not every rank reached ddp_finalize (a rank died, is stuck, or is still "
+                       "computing past the timeout); MPI is left running so that this process can exit, and the "
+                       "launcher may report that it ended without MPI_Finalize"
+                     : "ddp_comm_free: not every rank of " + name() +
+                           " reached ddp_comm_free within its timeout (a rank died, is stuck, or is still "
+                           "computing); its MPI communicators are left as they are");
+    // Every rank of the world is here, so every rank of each sub is too.
+    for (Communicator* sub : subs) sub->release(peers_present);
+    release(peers_present);
 }
 
 }  // namespace ddp

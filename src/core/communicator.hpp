@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -22,7 +23,9 @@ namespace ddp {
 
 class Communicator {
 public:
-    Communicator(std::unique_ptr<Backend> backend, const Settings& settings, cuda::GpuAssignment gpu);
+    /// `name`: a sub-communicator's, for its messages ("" for the world).
+    Communicator(std::unique_ptr<Backend> backend, const Settings& settings, cuda::GpuAssignment gpu,
+                 std::string name = {});
     ~Communicator();
     Communicator(const Communicator&) = delete;
     Communicator& operator=(const Communicator&) = delete;
@@ -30,6 +33,8 @@ public:
     Backend& backend() { return *backend_; }
     const Backend& backend() const { return *backend_; }
     ControlPlane& control() { return control_; }
+    /// A sub-communicator's name, as its messages give it; "" for the world.
+    const std::string& name() const { return control_.name(); }
     const Settings& settings() const { return settings_; }
     /// The rank's GPU (-1: none) and, without one, why.
     const cuda::GpuAssignment& gpu() const { return gpu_; }
@@ -69,8 +74,13 @@ public:
     PlanCache& plans() { return plans_; }
 
     /// Waits for async work, then releases the backend; returns in bounded
-    /// time even when peers are gone (see ddp_finalize).
-    void finalize();
+    /// time even when peers are gone (see ddp_finalize). The world's
+    /// finalize releases its live sub-communicators `subs` too: they stop
+    /// taking part first (their peers are told), and their backends go once
+    /// the world's ranks have all arrived (or were found gone), before MPI
+    /// does. Refused, with nothing released, while another thread is inside
+    /// a call on any of them.
+    void finalize(std::span<Communicator* const> subs = {});
 
 private:
     /// Marks the communicator in use by the calling thread for one entry.
@@ -78,6 +88,10 @@ private:
     /// Whether every rank reaches finalize: waits up to the timeout, or
     /// less after a timeout when a silent peer shows it is gone.
     bool peers_reach_finalize();
+    /// Finalize's first step: no async work and no further collective here.
+    void stop_taking_part();
+    /// Finalize's last step: the timeline file completed, the backend released.
+    void release(bool peers_present);
 
     std::unique_ptr<Backend> backend_;
     Settings settings_;

@@ -1,6 +1,7 @@
 #include "trace/flight_recorder.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -71,13 +72,15 @@ int64_t steady_now_ns() {
 
 }  // namespace
 
-FlightRecorder::FlightRecorder(size_t capacity, std::string dir, int rank, int size, const char* backend)
+FlightRecorder::FlightRecorder(size_t capacity, std::string dir, int rank, int size, const char* backend,
+                               std::string communicator)
     : capacity_(capacity),
       ring_(std::make_unique<Slot[]>(capacity)),
       dir_(std::move(dir)),
       rank_(rank),
       size_(size),
-      backend_(backend) {}
+      backend_(backend),
+      communicator_(std::move(communicator)) {}
 
 // One writer at a time: the thread running the communicator's collective
 // (the caller's, or the async worker's, handed over by the worker's queue).
@@ -192,6 +195,7 @@ std::string FlightRecorder::json(const std::string& reason) const {
                   "\"capacity\":%zu,\"dumped_unix_us\":%lld,",
                   ddp_version_string(), rank_, size_, backend_, capacity_, static_cast<long long>(unix_us()));
     std::string out = head;
+    if (!communicator_.empty()) out += "\"communicator\":\"" + escaped(communicator_) + "\",";
     out += "\"reason\":\"" + escaped(reason) + "\",\"calls\":[";
     for (size_t i = 0; i < entries.size(); ++i) {
         const Entry& e = entries[i];
@@ -219,8 +223,15 @@ std::string FlightRecorder::json(const std::string& reason) const {
 void FlightRecorder::dump(const std::string& reason, const std::string& file) const {
     const std::string text = json(reason);
     const bool on_demand = !file.empty();
+    // A sub-communicator's automatic file carries its name, so that it
+    // does not overwrite the world's: letters and digits kept, the rest '_'.
+    std::string tag;
+    for (char c : communicator_) tag += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
     const std::string target =
-        on_demand ? file : (dir_.empty() ? std::string() : dir_ + "/ddp-flight-recorder.rank" + std::to_string(rank_) + ".json");
+        on_demand ? file
+                  : (dir_.empty() ? std::string()
+                                  : dir_ + "/ddp-flight-recorder." + (tag.empty() ? "" : tag + ".") + "rank" +
+                                        std::to_string(rank_) + ".json");
     if (!target.empty()) {
         if (std::FILE* out = std::fopen(target.c_str(), "w")) {
             const bool written = std::fputs(text.c_str(), out) >= 0 && std::fputc('\n', out) != EOF;

@@ -28,7 +28,10 @@ struct CallSummary {
 class FlightRecorder {
 public:
     /// `capacity` 0 turns it off. `dir`: where dumps go ("" : the log).
-    FlightRecorder(size_t capacity, std::string dir, int rank, int size, const char* backend);
+    /// `communicator`: a sub-communicator's name, recorded in the dump and
+    /// in its automatic file's name ("" for the world).
+    FlightRecorder(size_t capacity, std::string dir, int rank, int size, const char* backend,
+                   std::string communicator = {});
 
     void entered(uint64_t sequence, uint64_t kind);
     void described(uint64_t sequence, const CallSummary& summary);
@@ -76,6 +79,7 @@ private:
     std::string dir_;
     int rank_, size_;
     const char* backend_;
+    std::string communicator_;
 };
 
 }  // namespace ddp::trace

@@ -5,11 +5,15 @@
  * setup or asynchronous error, abort) can be tested. It proves nothing
  * about NCCL or GPU data paths.
  *
- * Built in three forms: as is; with STANDIN_VERSION set to an old version
- * code; with STANDIN_WITHOUT_INIT_CONFIG, lacking ncclCommInitRankConfig.
+ * Built in four forms: as is; with STANDIN_VERSION set to an old version
+ * code; with STANDIN_WITHOUT_INIT_CONFIG, lacking ncclCommInitRankConfig;
+ * with STANDIN_WITHOUT_SPLIT, lacking ncclCommSplit (an NCCL before 2.18.1).
  * At run time NCCL_STANDIN_MODE picks the behaviour: "ok" (default),
  * "setup_hangs" (the communicator stays in progress), "setup_fails",
- * "async_error" (setup succeeds, then an asynchronous error is reported). */
+ * "async_error" (setup succeeds, then an asynchronous error is reported),
+ * "split_hangs" (a communicator from ncclCommSplit stays in progress),
+ * "split_fails" (it reports an error), "split_refused" (ncclCommSplit
+ * itself returns an error). */
 #include <nccl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,9 +53,22 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
 }
 #endif
 
+/* The handle ncclCommSplit gives, told apart from setup's by the tests' modes. */
+static int split_comm = 0;
+
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
-    (void)comm;
     ++polls;
+    if (comm == (ncclComm_t)(&split_comm)) {
+        if (strcmp(mode(), "split_hangs") == 0) {
+            *state = ncclInProgress;
+        } else if (strcmp(mode(), "split_fails") == 0) {
+            strcpy(last_error, "stand-in: the split's ranks could not connect");
+            *state = ncclSystemError;
+        } else {
+            *state = ncclSuccess;
+        }
+        return ncclSuccess;
+    }
     if (strcmp(mode(), "setup_hangs") == 0) {
         *state = ncclInProgress;
     } else if (strcmp(mode(), "setup_fails") == 0 || (strcmp(mode(), "async_error") == 0 && polls > 2)) {
@@ -62,6 +79,19 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
     }
     return ncclSuccess;
 }
+
+#ifndef STANDIN_WITHOUT_SPLIT
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+    (void)comm, (void)key, (void)config;
+    if (strcmp(mode(), "split_refused") == 0) {
+        strcpy(last_error, "stand-in: ncclCommSplit refused the call");
+        *newcomm = NULL;
+        return ncclInvalidUsage;
+    }
+    *newcomm = color == NCCL_SPLIT_NOCOLOR ? NULL : (ncclComm_t)(&split_comm);
+    return ncclInProgress;
+}
+#endif
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) { (void)comm; return ncclSuccess; }
 ncclResult_t ncclCommDestroy(ncclComm_t comm) { (void)comm; return ncclSuccess; }
@@ -77,6 +107,8 @@ const char* ncclGetErrorString(ncclResult_t result) {
     case ncclSuccess: return "no error";
     case ncclInProgress: return "operation in progress";
     case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclSystemError: return "unhandled system error";
+    case ncclInvalidUsage: return "invalid usage";
     default: return "unhandled stand-in error";
     }
 }

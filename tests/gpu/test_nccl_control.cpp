@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -168,6 +169,77 @@ TEST_F(NcclSetup, TheWatchdogAbortsOnAnAsyncErrorAndFailsLaterWork) {
     // The communicator is broken with NCCL's message, as a later call sees it.
     const std::string message = error_of([&] { control.require_usable(); }, DDP_ERR_BACKEND);
     EXPECT_NE(message.find("stand-in: the peer's proxy connection was refused"), std::string::npos) << message;
+}
+
+/// A parent communicator (set up in the stand-in's "ok" mode) to split.
+class NcclSplit : public NcclSetup {
+protected:
+    void SetUp() override {
+        NcclSetup::SetUp();
+        ControlPlane control(*host, 10, 10, 0);
+        CallContext context = control.begin(CollectiveKind::barrier, 0);
+        parent = std::make_unique<NcclComm>(*nccl, *host, control, context);
+        control.end();
+    }
+    std::unique_ptr<NcclComm> parent;
+};
+
+TEST_F(NcclSplit, AColorGetsACommunicatorAndNoColorGetsNone) {
+    NcclComm sub(*parent, 0, 0, deadline_after(10));
+    EXPECT_NE(sub.get(), nullptr);
+    NcclComm none(*parent, -1, 0, deadline_after(10));
+    EXPECT_EQ(none.get(), nullptr);
+    EXPECT_FALSE(parent->aborted());
+}
+
+TEST_F(NcclSplit, ASplitThatNeverCompletesTimesOutAndAbortsIt) {
+    setenv("NCCL_STANDIN_MODE", "split_hangs", 1);
+    const int aborts = abort_count();
+    const auto start = std::chrono::steady_clock::now();
+    const std::string message = error_of([&] { NcclComm sub(*parent, 0, 3, deadline_after(0.3)); }, DDP_ERR_TIMEOUT);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(message.find("ncclCommSplit (color 0) did not finish within the timeout"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("its NCCL communicator was aborted"), std::string::npos) << message;
+    EXPECT_EQ(abort_count(), aborts + 1);
+    EXPECT_GE(waited, 0.29);
+    EXPECT_LT(waited, 5.0);
+}
+
+TEST_F(NcclSplit, ASplitErrorQuotesNcclAndAbortsIt) {
+    setenv("NCCL_STANDIN_MODE", "split_fails", 1);
+    const int aborts = abort_count();
+    const std::string message = error_of([&] { NcclComm sub(*parent, 1, 0, deadline_after(10)); }, DDP_ERR_BACKEND);
+    EXPECT_NE(message.find("ncclCommSplit (color 1) failed: unhandled system error: stand-in: the split's ranks "
+                           "could not connect"),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(abort_count(), aborts + 1);
+}
+
+TEST_F(NcclSplit, ARefusedSplitQuotesNccl) {
+    setenv("NCCL_STANDIN_MODE", "split_refused", 1);
+    const std::string message = error_of([&] { NcclComm sub(*parent, 0, 0, deadline_after(10)); }, DDP_ERR_BACKEND);
+    EXPECT_NE(message.find("ncclCommSplit (color 0) failed: invalid usage: stand-in: ncclCommSplit refused the call"),
+              std::string::npos)
+        << message;
+}
+
+// Run by itself (meson's nccl_control_without_split): a process keeps the first NCCL it loads.
+TEST(NcclWithoutSplit, SplitIsUnsupportedAndSaysWhy) {
+    setenv("DDP_NCCL_LIBRARY", library("STANDIN_WITHOUT_SPLIT").c_str(), 1);
+    const NcclLibrary& nccl = nccl_library();  // everything else is there: it loads
+    EXPECT_EQ(nccl.comm_split, nullptr);
+    std::unique_ptr<Backend> host = make_self_backend();
+    ControlPlane control(*host, 10, 10, 0);
+    CallContext context = control.begin(CollectiveKind::barrier, 0);
+    NcclComm parent(nccl, *host, control, context);
+    control.end();
+    const std::string message = error_of([&] { NcclComm sub(parent, 0, 0, deadline_after(10)); }, DDP_ERR_UNSUPPORTED);
+    EXPECT_NE(message.find("is NCCL 2.28.9, which has no ncclCommSplit (NCCL 2.18.1 added it)"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("DDP_BACKEND=mpi"), std::string::npos) << message;
+    EXPECT_FALSE(parent.aborted());
 }
 
 // Before NCCL is aborted for any other reason (a timeout on the host,

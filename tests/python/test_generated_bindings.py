@@ -81,7 +81,7 @@ def test_struct_layouts_and_enum_values_equal_the_compilers(tmp_path):
         for member in enum_type:
             expected[member.name] = str(member.value)
     assert compiler == expected
-    assert len(ctypes_structs()) == 4 and len(ctypes_enums()) == 7
+    assert len(ctypes_structs()) == 5 and len(ctypes_enums()) == 7
 
 
 def test_julia_layer_parses_as_julia():

@@ -61,6 +61,8 @@ public:
     bool answers_in_background() const override { return true; }
     std::unique_ptr<Pending> start_finalize_barrier() override { return never(); }
     void finalize(bool) override {}
+    int node_leader() const override { return 0; }
+    std::unique_ptr<Backend> split(int, int, Clock::time_point) override { return nullptr; }
 
 private:
     static std::unique_ptr<Pending> never() { return std::make_unique<NeverFinishes>(); }

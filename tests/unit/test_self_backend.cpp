@@ -258,7 +258,49 @@ TEST(Status, NamesAndVersion) {
     EXPECT_STREQ(ddp_status_name(DDP_ERR_MISMATCH), "DDP_ERR_MISMATCH");
     EXPECT_STREQ(ddp_status_name(static_cast<ddp_status>(99)), "DDP_ERR_UNKNOWN_STATUS");
     EXPECT_EQ(ddp_version(), static_cast<uint32_t>(DDP_VERSION_NUMBER));
-    EXPECT_STREQ(ddp_version_string(), "1.2.0");
+    EXPECT_STREQ(ddp_version_string(), "1.3.0");
 }
 
 }  // namespace
+
+TEST(Split, OnOneProcessASubIsRankZeroOfOne) {
+    ddp_comm* world = start_self();
+    ASSERT_NE(world, nullptr);
+    ddp_comm* sub = nullptr;
+    ASSERT_EQ(ddp_comm_split(world, 3, 0, nullptr, &sub), DDP_OK) << message();
+    int32_t rank = -1, size = -1;
+    EXPECT_EQ(ddp_rank(sub, &rank), DDP_OK);
+    EXPECT_EQ(ddp_size(sub, &size), DDP_OK);
+    EXPECT_EQ(rank, 0);
+    EXPECT_EQ(size, 1);
+    float value = 2;
+    ddp_tensor tensor{&value, 1, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
+    EXPECT_EQ(ddp_allreduce_tensor_list(sub, &tensor, 1, DDP_OP_SUM, nullptr), DDP_OK) << message();
+    EXPECT_EQ(value, 2);
+    ddp_comm* none = world;
+    EXPECT_EQ(ddp_comm_split(world, DDP_COLOR_UNDEFINED, 0, nullptr, &none), DDP_OK) << message();
+    EXPECT_EQ(none, nullptr);
+    EXPECT_EQ(ddp_comm_split(world, -2, 0, nullptr, &none), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(mentions("rank 0: color is -2")) << message();
+    ddp_comm* node = nullptr;
+    ASSERT_EQ(ddp_comm_split_node(sub, nullptr, &node), DDP_OK) << message();  // a split of a split
+    EXPECT_EQ(ddp_comm_free(world), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ddp_finalize(sub), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ddp_comm_free(sub), DDP_OK) << message();
+    EXPECT_EQ(ddp_barrier(sub, nullptr), DDP_ERR_NOT_INITIALIZED);
+    EXPECT_EQ(ddp_barrier(node, nullptr), DDP_OK) << message();  // outlives its parent
+    // ddp_finalize frees what is still live.
+    EXPECT_EQ(ddp_finalize(world), DDP_OK) << message();
+    EXPECT_EQ(ddp_barrier(node, nullptr), DDP_ERR_NOT_INITIALIZED);
+    EXPECT_EQ(ddp_comm_free(node), DDP_OK);
+    EXPECT_EQ(ddp_comm_free(nullptr), DDP_OK);
+}
+
+TEST(Split, OptionsAreVersioned) {
+    ddp_split_options opts;
+    EXPECT_EQ(ddp_split_options_init(&opts, sizeof opts), DDP_OK);
+    EXPECT_EQ(opts.struct_size, sizeof opts);
+    EXPECT_EQ(opts.timeout_s, 0.0);
+    EXPECT_EQ(ddp_split_options_init(&opts, 3), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ddp_split_options_init(nullptr, sizeof opts), DDP_ERR_INVALID_ARGUMENT);
+}

@@ -112,6 +112,7 @@ const DDP_VERSION_PATCH = 0
 const DDP_VERSION_NUMBER = 10300
 const DDP_NO_MPI_COMM = -1
 const DDP_CUDA_STREAM_PER_THREAD = 2
+const DDP_COLOR_UNDEFINED = -1
 const DDP_SHARD_SHUFFLE_MAX_ITEMS = 4294967296
 
 @enum ddp_status::UInt32 begin
@@ -199,7 +200,8 @@ Levels; the numbers equal Python's logging levels.
 end
 
 """
-A process group (the world). Opaque; always used through a pointer.
+A process group: the world (ddp_init) or a sub-communicator
+(ddp_comm_split). Opaque; always used through a pointer.
 """
 mutable struct ddp_comm end
 
@@ -283,6 +285,14 @@ struct ddp_collective_options
     names::Ptr{Ptr{Cchar}}
 end
 
+"""
+Settings of a new sub-communicator.
+"""
+struct ddp_split_options
+    struct_size::UInt32
+    timeout_s::Cdouble
+end
+
 struct ddp_shard_options
     struct_size::UInt32
     shuffle::Int32
@@ -322,6 +332,10 @@ const ADDRESSES = (
     ddp_sync_optimizer_state = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_check_replicas = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_barrier = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_split_options_init = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_comm_split = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_comm_split_node = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_comm_free = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_timeline_start = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_timeline_stop = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_dump_flight_recorder = Ref{Ptr{Cvoid}}(C_NULL),
@@ -429,7 +443,11 @@ few bytes stay allocated so that any later call with it returns
 DDP_ERR_NOT_INITIALIZED rather than touching freed memory. Waits for the
 communicator's async requests to finish first.
 Collective when MPI is finalized (MPI_Finalize is).
-Returns DDP_ERR_INVALID_ARGUMENT for NULL, DDP_ERR_BACKEND.
+Sub-communicators still live (ddp_comm_split) are freed with it, once
+every rank has reached ddp_finalize; their handles then return
+DDP_ERR_NOT_INITIALIZED.
+Returns DDP_ERR_INVALID_ARGUMENT for NULL or a sub-communicator (free
+those with ddp_comm_free), DDP_ERR_BACKEND.
 """
 function ddp_finalize(world)
     @ccall $(function_pointer(ADDRESSES.ddp_finalize, :ddp_finalize))(world::Ptr{ddp_comm})::ddp_status
@@ -695,6 +713,80 @@ function ddp_barrier(comm, opts)
 end
 
 """
+    ddp_split_options_init(opts, struct_size)
+
+Fills the first `struct_size` bytes of `opts` with the defaults (as
+ddp_init_options_init does).
+"""
+function ddp_split_options_init(opts, struct_size)
+    @ccall $(function_pointer(ADDRESSES.ddp_split_options_init, :ddp_split_options_init))(opts::Ptr{ddp_split_options}, struct_size::UInt32)::ddp_status
+end
+
+"""
+    ddp_comm_split(comm, color, key, opts, sub)
+
+Splits `comm` into sub-communicators, as MPI_Comm_split: the ranks that
+pass the same `color` (>= 0) form one, ranked by `key`, ties broken by
+their rank in `comm`; a rank passing DDP_COLOR_UNDEFINED joins none and
+gets *sub = NULL. With the `nccl` backend the sub-communicator's NCCL
+communicator comes from ncclCommSplit (NCCL 2.18.1 or newer, else
+DDP_ERR_UNSUPPORTED).
+
+A sub-communicator takes every call a world takes (collectives, async
+requests, reducers, timeline, flight recorder, ddp_comm_abort, queries;
+ddp_local_rank/ddp_local_size count its ranks on this node) and has its
+own agreement, sequence numbers, deadlines, stall reports and breakage:
+a timeout in it breaks it alone, and its messages name it
+("sub-communicator color 1 (comm_split #3 of world): ..."), while its
+parent and other sub-communicators go on working. It is independent of
+its parent once made: a broken parent leaves it working (but refuses
+further splits), and it may outlive a parent sub-communicator that is
+freed. Different communicators may be used from different threads at
+the same time when MPI runs at MPI_THREAD_MULTIPLE (as libddp asks for).
+
+Collective on `comm`, in order with its other collectives: agreement
+first (a rank whose arguments are invalid makes its peers fail at once
+with DDP_ERR_MISMATCH naming it), then the split, held to `comm`'s
+timeout (MPI_Comm_split itself blocks; a rank stuck in it past the
+deadline is ended by the hang watchdog). Free it with ddp_comm_free;
+ddp_finalize of the world frees those still live.
+Returns DDP_ERR_INVALID_ARGUMENT (NULL `sub`, a negative color other than
+DDP_COLOR_UNDEFINED, a bad options field), DDP_ERR_MISMATCH,
+DDP_ERR_NOT_INITIALIZED, DDP_ERR_TIMEOUT, DDP_ERR_UNSUPPORTED,
+DDP_ERR_BACKEND (with nccl, a failed ncclCommSplit also breaks `comm`).
+"""
+function ddp_comm_split(comm, color, key, opts, sub)
+    @ccall $(function_pointer(ADDRESSES.ddp_comm_split, :ddp_comm_split))(comm::Ptr{ddp_comm}, color::Int32, key::Int32, opts::Ptr{ddp_split_options}, sub::Ptr{Ptr{ddp_comm}})::ddp_status
+end
+
+"""
+    ddp_comm_split_node(comm, opts, node)
+
+The ranks of `comm` that share this rank's node (shared memory), ranked
+as in `comm`: ddp_comm_split with the node as color, for hierarchical
+work (reduce within the node, then across nodes). Every rank gets one.
+Collective on `comm`; errors as ddp_comm_split.
+"""
+function ddp_comm_split_node(comm, opts, node)
+    @ccall $(function_pointer(ADDRESSES.ddp_comm_split_node, :ddp_comm_split_node))(comm::Ptr{ddp_comm}, opts::Ptr{ddp_split_options}, node::Ptr{Ptr{ddp_comm}})::ddp_status
+end
+
+"""
+    ddp_comm_free(sub)
+
+Releases a sub-communicator, as ddp_finalize releases the world (it
+waits for its async requests, returns in bounded time when peers are
+gone, is idempotent, and a later call with the handle returns
+DDP_ERR_NOT_INITIALIZED) but never finalizes MPI. Collective over the
+sub-communicator. NULL is a no-op returning DDP_OK (the handle of a rank
+that passed DDP_COLOR_UNDEFINED). DDP_ERR_INVALID_ARGUMENT for the world
+(end it with ddp_finalize) or while another thread is inside a call on it.
+"""
+function ddp_comm_free(sub)
+    @ccall $(function_pointer(ADDRESSES.ddp_comm_free, :ddp_comm_free))(sub::Ptr{ddp_comm})::ddp_status
+end
+
+"""
     ddp_timeline_start(comm, path)
 
 Starts recording a timeline: every rank writes its own Chrome trace-event
@@ -868,8 +960,9 @@ DDP_ERR_MISMATCH at once, naming this rank and `reason` (may be NULL;
 the first 1024 bytes travel), instead of waiting for this rank.
 `collective` is the call's name: "allreduce" (its async form too),
 "broadcast", "reduce", "sync_optimizer_state", "check_replicas",
-"barrier", "reducer_create", "allgather" or "reduce_scatter". `opts`
-(may be NULL) gives the timeout of that step, as for the call. Runs in call order, as a collective. Returns
+"barrier", "reducer_create", "allgather", "reduce_scatter", "comm_split" or
+"comm_split_node" (the last four since 1.3). `opts` (may be NULL) gives the
+timeout of that step, as for the call. Runs in call order, as a collective. Returns
 DDP_OK once this rank has taken part (the binding then reports its own
 error); DDP_ERR_INVALID_ARGUMENT for a NULL comm or collective or an
 unknown name (then it took no part), DDP_ERR_NOT_INITIALIZED.

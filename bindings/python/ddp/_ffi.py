@@ -19,6 +19,7 @@ DDP_VERSION_PATCH = 0
 DDP_VERSION_NUMBER = 10300
 DDP_NO_MPI_COMM = -1
 DDP_CUDA_STREAM_PER_THREAD = 2
+DDP_COLOR_UNDEFINED = -1
 DDP_SHARD_SHUFFLE_MAX_ITEMS = 4294967296
 
 
@@ -162,6 +163,13 @@ class ddp_collective_options(ctypes.Structure):
         ("timeout_s", ctypes.c_double),
         ("cuda_stream", ctypes.c_void_p),
         ("names", ctypes.POINTER(ctypes.c_char_p)),
+    ]
+
+
+class ddp_split_options(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("timeout_s", ctypes.c_double),
     ]
 
 
@@ -384,6 +392,26 @@ ddp_barrier = _lib.ddp_barrier
 ddp_barrier.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_collective_options)]
 ddp_barrier.restype = ctypes.c_int
 ddp_barrier.errcheck = _check_status
+
+ddp_split_options_init = _lib.ddp_split_options_init
+ddp_split_options_init.argtypes = [ctypes.POINTER(ddp_split_options), ctypes.c_uint32]
+ddp_split_options_init.restype = ctypes.c_int
+ddp_split_options_init.errcheck = _check_status
+
+ddp_comm_split = _lib.ddp_comm_split
+ddp_comm_split.argtypes = [ctypes.POINTER(ddp_comm), ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ddp_split_options), ctypes.POINTER(ctypes.POINTER(ddp_comm))]
+ddp_comm_split.restype = ctypes.c_int
+ddp_comm_split.errcheck = _check_status
+
+ddp_comm_split_node = _lib.ddp_comm_split_node
+ddp_comm_split_node.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_split_options), ctypes.POINTER(ctypes.POINTER(ddp_comm))]
+ddp_comm_split_node.restype = ctypes.c_int
+ddp_comm_split_node.errcheck = _check_status
+
+ddp_comm_free = _lib.ddp_comm_free
+ddp_comm_free.argtypes = [ctypes.POINTER(ddp_comm)]
+ddp_comm_free.restype = ctypes.c_int
+ddp_comm_free.errcheck = _check_status
 
 ddp_timeline_start = _lib.ddp_timeline_start
 ddp_timeline_start.argtypes = [ctypes.POINTER(ddp_comm), ctypes.c_char_p]

@@ -213,6 +213,8 @@ enum ControlTag : int { query_tag = 1, reply_tag = 2, abort_tag = 3 };
 
 class MpiBackend final : public Backend {
 public:
+    /// The world: starts MPI (or adopts a running one, and the caller's
+    /// communicator) and duplicates the base communicator twice.
     explicit MpiBackend(int64_t mpi_comm_fortran) {
         int initialized = 0, finalized = 0;
         MPI_Initialized(&initialized);
@@ -238,18 +240,15 @@ public:
         // Private duplicates keep libddp's traffic apart from the caller's.
         check(MPI_Comm_dup(base, &comm_), "MPI_Comm_dup");
         check(MPI_Comm_dup(base, &control_), "MPI_Comm_dup");
-        for (MPI_Comm comm : {comm_, control_})
-            check(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-        check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
-        check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
-        MPI_Comm node;
-        check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
-        MPI_Comm_rank(node, &local_rank_);
-        MPI_Comm_size(node, &local_size_);
-        MPI_Comm_free(&node);
-        user_ops_ = std::make_unique<UserOps>();
-        heard_.assign(static_cast<size_t>(size_), Clock::time_point::min());
-        post_control_receives();
+        set_up();
+    }
+
+    /// A sub-communicator over `comm` (from MPI_Comm_split, now this
+    /// backend's data channel), with a control channel of its own. MPI stays
+    /// the world's to finalize.
+    MpiBackend(MPI_Comm comm, int thread_level) : comm_(comm), thread_level_(thread_level) {
+        check(MPI_Comm_dup(comm_, &control_), "MPI_Comm_dup");
+        set_up();
     }
 
     ~MpiBackend() override {
@@ -522,6 +521,20 @@ public:
         return barrier;
     }
 
+    int node_leader() const override { return node_leader_; }
+
+    std::unique_ptr<Backend> split(int color, int key, Clock::time_point) override {
+        MPI_Comm sub = MPI_COMM_NULL;
+        check(MPI_Comm_split(comm_, color >= 0 ? color : MPI_UNDEFINED, key, &sub), "MPI_Comm_split");
+        if (sub == MPI_COMM_NULL) return nullptr;
+        try {
+            return std::make_unique<MpiBackend>(sub, thread_level_);
+        } catch (const Error&) {
+            MPI_Comm_free(&sub);
+            throw;
+        }
+    }
+
     void finalize(bool peers_present) override {
         stop_responder();
         std::lock_guard lock(control_mutex_);
@@ -554,6 +567,31 @@ private:
         MPI_Request request = MPI_REQUEST_NULL;
         int peer = -1;
     };
+
+    /// What both constructors do once comm_ and control_ exist: errors
+    /// returned, rank, size and node, user operations, control receives.
+    void set_up() {
+        for (MPI_Comm comm : {comm_, control_})
+            check(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+        check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+        check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+        MPI_Comm node;
+        check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+        MPI_Comm_rank(node, &local_rank_);
+        MPI_Comm_size(node, &local_size_);
+        // The node's local rank 0 is its smallest rank here (the key was the rank).
+        MPI_Group node_group, group;
+        MPI_Comm_group(node, &node_group);
+        MPI_Comm_group(comm_, &group);
+        const int first = 0;
+        MPI_Group_translate_ranks(node_group, 1, &first, group, &node_leader_);
+        MPI_Group_free(&node_group);
+        MPI_Group_free(&group);
+        MPI_Comm_free(&node);
+        user_ops_ = std::make_unique<UserOps>();
+        heard_.assign(static_cast<size_t>(size_), Clock::time_point::min());
+        post_control_receives();
+    }
 
     /// A tag for one recursive-doubling allreduce on comm_. Every rank starts
     /// libddp's operations in one order, so equal tags name the same one;
@@ -592,7 +630,7 @@ private:
     std::atomic<uint64_t> tag_counter_{0};
     int thread_level_ = MPI_THREAD_SINGLE;
     bool owns_mpi_ = false;
-    int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+    int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_leader_ = 0;
 
     // Control plane state, guarded by control_mutex_ (the responder thread
     // and the waiting loops both receive).

@@ -56,6 +56,7 @@ class NcclBackend final : public Backend, public DevicePlane {
 public:
     NcclBackend(std::unique_ptr<Backend> host, int device, std::unique_ptr<NcclComm> comm, double timeout_s)
         : host_(std::move(host)),
+          device_(device),
           comm_(std::move(comm)),
           timeout_s_(timeout_s),
           watchdog_(std::make_unique<Watchdog>(
@@ -131,6 +132,25 @@ public:
     }
 
     DevicePlane* device_plane() override { return this; }
+
+    int node_leader() const override { return host_->node_leader(); }
+
+    std::unique_ptr<Backend> split(int color, int key, Clock::time_point deadline) override {
+        std::unique_ptr<Backend> host = host_->split(color, key, deadline);
+        std::unique_ptr<NcclComm> comm;
+        try {
+            comm = std::make_unique<NcclComm>(*comm_, color, key, deadline);
+        } catch (const Error& error) {
+            if (error.status() == DDP_ERR_UNSUPPORTED) throw;  // no NCCL call was made: the parent is intact
+            // Peers may still be inside the split on the parent's NCCL
+            // communicator: stop it, and break the parent (it tells its peers).
+            watchdog_->fail_all(error.status(), error.what());
+            watchdog_failed(error.status(), error.what());
+            throw;
+        }
+        if (!host) return nullptr;
+        return std::make_unique<NcclBackend>(std::move(host), device_, std::move(comm), timeout_s_);
+    }
 
     // The device plane.
     bool reduces(ddp_op op, ddp_dtype dtype) const override {
@@ -262,6 +282,7 @@ private:
     }
 
     std::unique_ptr<Backend> host_;
+    const int device_;
     std::unique_ptr<NcclComm> comm_;
     const double timeout_s_;
     std::mutex report_mutex_;

@@ -58,6 +58,43 @@ NcclComm::NcclComm(const NcclLibrary& nccl, Backend& host, ControlPlane& control
     }
 }
 
+NcclComm::NcclComm(NcclComm& parent, int color, int key, Clock::time_point deadline) : nccl_(parent.nccl_) {
+    if (nccl_.comm_split == nullptr)
+        fail(DDP_ERR_UNSUPPORTED, nccl_.path + " is NCCL " + nccl_.version_text() +
+                                      ", which has no ncclCommSplit (NCCL 2.18.1 added it): ddp_comm_split on the "
+                                      "nccl backend needs it (set DDP_NCCL_LIBRARY to a newer libnccl.so.2, e.g. "
+                                      "from the nvidia-nccl-cu13 wheel, or use DDP_BACKEND=mpi)");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // polled against the deadline below
+    ncclResult_t started;
+    {
+        std::lock_guard lock(parent.mutex_);
+        if (parent.aborted())
+            fail(DDP_ERR_TIMEOUT, "ncclCommSplit: NCCL was aborted earlier; the communicator is unusable");
+        started = nccl_.comm_split(parent.comm_, color >= 0 ? color : NCCL_SPLIT_NOCOLOR, key, &comm_, &config);
+    }
+    const std::string where = "ncclCommSplit (color " + std::to_string(color) + ")";
+    if (started != ncclSuccess && started != ncclInProgress) {
+        const std::string reason = nccl_.describe(started, parent.comm_);
+        abort();
+        fail(DDP_ERR_BACKEND, where + " failed: " + reason);
+    }
+    // The new communicator settles; a rank that joins none waits for the parent.
+    NcclComm& settling = comm_ != nullptr ? *this : parent;
+    ncclResult_t state = ncclSuccess;
+    if (settling.settle(deadline, state) != Settled::done) {
+        abort();
+        fail(DDP_ERR_TIMEOUT, where + " did not finish within the timeout (a peer is stuck or gone, or NCCL "
+                                      "cannot connect the ranks: NCCL_DEBUG=INFO tells more); its NCCL "
+                                      "communicator was aborted");
+    }
+    if (state != ncclSuccess) {
+        const std::string reason = nccl_.describe(state, settling.comm_);
+        abort();
+        fail(DDP_ERR_BACKEND, where + " failed: " + reason);
+    }
+}
+
 NcclComm::~NcclComm() {
     if (comm_ == nullptr || aborted()) return;
     ncclResult_t state = ncclSuccess;

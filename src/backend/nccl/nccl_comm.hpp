@@ -26,6 +26,13 @@ public:
     /// does not finish by the call's deadline (NCCL is aborted first),
     /// DDP_ERR_BACKEND with NCCL's message when it fails.
     NcclComm(const NcclLibrary& nccl, Backend& host, ControlPlane& control, CallContext& context);
+    /// ncclCommSplit of `parent`, collective over its ranks: the ranks of
+    /// `color` (>= 0) ranked by `key`; a negative color takes part without
+    /// joining (NCCL_SPLIT_NOCOLOR) and leaves get() nullptr. Non-blocking,
+    /// held to `deadline`. Throws DDP_ERR_UNSUPPORTED when the loaded NCCL
+    /// has no ncclCommSplit, DDP_ERR_TIMEOUT (the new communicator aborted)
+    /// or DDP_ERR_BACKEND with NCCL's message.
+    NcclComm(NcclComm& parent, int color, int key, Clock::time_point deadline);
     ~NcclComm();
     NcclComm(const NcclComm&) = delete;
     NcclComm& operator=(const NcclComm&) = delete;

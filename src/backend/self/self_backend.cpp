@@ -55,6 +55,12 @@ public:
     bool answers_in_background() const override { return true; }
     std::unique_ptr<Pending> start_finalize_barrier() override { return nullptr; }
     void finalize(bool) override {}
+
+    int node_leader() const override { return 0; }
+    std::unique_ptr<Backend> split(int color, int, Clock::time_point) override {
+        if (color < 0) return nullptr;
+        return std::make_unique<SelfBackend>();
+    }
 };
 
 }  // namespace

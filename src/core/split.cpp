@@ -1,0 +1,42 @@
+#include "core/split.hpp"
+
+#include <string>
+
+#include "control/agreement.hpp"
+#include "control/control_plane.hpp"
+
+namespace ddp {
+
+namespace {
+
+/// "sub-communicator color 1 (comm_split #3 of world)": the same on every
+/// rank of the sub-communicator, since the parent numbers its calls alike.
+std::string sub_name(const Communicator& parent, const SplitRequest& request, uint64_t sequence) {
+    const std::string of = call_name(static_cast<uint64_t>(request.kind), sequence) + " of " +
+                           (parent.name().empty() ? std::string("world") : parent.name());
+    if (request.kind == CollectiveKind::comm_split_node) return "node communicator (" + of + ")";
+    return "sub-communicator color " + std::to_string(request.color) + " (" + of + ")";
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> split_communicator(Communicator& parent, const SplitRequest& request) {
+    Backend& backend = parent.backend();
+    ControlPlane& control = parent.control();
+    CallContext context = control.begin(request.kind, 0);
+    CallScope scope(control);
+    // Color and key differ between ranks by design: only the call is agreed on.
+    agree(backend, control, context, encode(CallDescription{request.kind, DDP_OP_SUM, 0, 0, 0, {}}));
+    const bool by_node = request.kind == CollectiveKind::comm_split_node;
+    const int color = by_node ? backend.node_leader() : request.color;
+    const int key = by_node ? backend.rank() : request.key;
+    std::unique_ptr<Backend> sub = backend.split(color, key, context.deadline);
+    if (!sub) return nullptr;
+    Settings settings = parent.settings();
+    if (request.timeout_s > 0) settings.timeout_s = request.timeout_s;
+    settings.timeline_path.clear();  // DDP_TIMELINE starts the world's timeline only
+    return std::make_unique<Communicator>(std::move(sub), settings, parent.gpu(),
+                                          sub_name(parent, request, context.sequence));
+}
+
+}  // namespace ddp
