@@ -362,11 +362,6 @@ CollectiveCall sharded_call(Communicator& comm, const ddp_tensor* inputs, const 
     return call;
 }
 
-CollectiveCall allgather_call(Communicator& comm, const ddp_tensor* inputs, const ddp_tensor* outputs, int64_t n,
-                              const CallOptions& options) {
-    return sharded_call(comm, inputs, outputs, n, Sharding::gather, options);
-}
-
 CollectiveCall reduce_scatter_call(Communicator& comm, const ddp_tensor* inputs, const ddp_tensor* outputs,
                                    int64_t n, int op, const CallOptions& options) {
     CollectiveCall call = sharded_call(comm, inputs, outputs, n, Sharding::scatter, options);
@@ -672,7 +667,7 @@ DDP_API ddp_status ddp_allgather_tensor_list(ddp_comm* comm, const ddp_tensor* i
                                              int64_t n, const ddp_collective_options* opts) {
     return guarded([&] {
         blocking_collective(comm, CollectiveKind::allgather, opts, [&](Communicator& c, const CallOptions& options) {
-            return allgather_call(c, inputs, outputs, n, options);
+            return sharded_call(c, inputs, outputs, n, Sharding::gather, options);
         });
     });
 }
@@ -682,7 +677,7 @@ DDP_API ddp_status ddp_allgather_tensor_list_async(ddp_comm* comm, const ddp_ten
                                                    const ddp_collective_options* opts, ddp_request** request) {
     return guarded([&] {
         async_collective(comm, CollectiveKind::allgather, opts, request, [&](Communicator& c, const CallOptions& options) {
-            return allgather_call(c, inputs, outputs, n, options);
+            return sharded_call(c, inputs, outputs, n, Sharding::gather, options);
         });
     });
 }
