@@ -11,7 +11,7 @@
 
 #include "api/options.hpp"
 #include "api/validate.hpp"
-#include "backend/nccl/nccl_backend.hpp"
+#include "planes/nccl/nccl_plane.hpp"
 #include "control/agreement.hpp"
 #include "core/collectives.hpp"
 #include "core/communicator.hpp"
@@ -156,7 +156,7 @@ CollectiveCall described_call(Communicator& comm, CollectiveKind kind, const ddp
     } catch (const Error&) {
         // A broken communicator: the validation error is still the one to report.
     }
-    throw Error(invalid.status(), "rank " + std::to_string(comm.backend().rank()) + ": " + invalid.what());
+    throw Error(invalid.status(), "rank " + std::to_string(comm.channel().rank()) + ": " + invalid.what());
 }
 
 /// Runs one blocking collective in order on the caller's thread.
@@ -196,13 +196,13 @@ std::span<const ddp_tensor> checked_writable_list(const ddp_tensor* tensors, int
     return list;
 }
 
-/// The backend to start first; for nccl, the host backend that carries
-/// its control plane (NCCL itself starts once every rank's settings are good).
-std::unique_ptr<Backend> make_backend(ddp_backend backend, int64_t mpi_comm_fortran) {
+/// The transport to start first; for nccl, the host transport beside which
+/// the nccl plane runs (NCCL itself starts once every rank's settings are good).
+std::unique_ptr<Transport> make_transport(ddp_backend backend, int64_t mpi_comm_fortran) {
     switch (backend) {
-    case DDP_BACKEND_MPI: return make_mpi_backend(mpi_comm_fortran);
-    case DDP_BACKEND_NCCL: return mpi_launch_detected() ? make_mpi_backend(mpi_comm_fortran) : make_self_backend();
-    default: return make_self_backend();
+    case DDP_BACKEND_MPI: return make_mpi_transport(mpi_comm_fortran);
+    case DDP_BACKEND_NCCL: return mpi_launch_detected() ? make_mpi_transport(mpi_comm_fortran) : make_self_transport();
+    default: return make_self_transport();
     }
 }
 
@@ -292,12 +292,13 @@ void throw_if_failed(RequestState& state) {
 /// call order): agreement, then the clock exchange whose offsets the file records.
 void start_timeline(Communicator& comm, const char* path) {
     comm.run([&] {
-        Backend& backend = comm.backend();
+        ControlChannel& channel = comm.channel();
         ControlPlane& control = comm.control();
         trace::Timeline& timeline = control.timeline();
         try {
             require_not_null(path, "path");
-            timeline.open(trace::per_rank_path(path, backend.rank()), backend.rank(), backend.size(), backend.name());
+            timeline.open(trace::per_rank_path(path, channel.rank()), channel.rank(), channel.size(),
+                          comm.backend_name());
         } catch (const Error& invalid) {
             report_invalid_call(comm, CollectiveKind::timeline_start, 0, invalid);
         }
@@ -305,15 +306,15 @@ void start_timeline(Communicator& comm, const char* path) {
             CallContext context = control.begin(CollectiveKind::timeline_start, 0);
             CallScope scope(control);
             const int64_t started_ns = trace::now_ns();
-            agree(backend, control, context, encode(CallDescription{CollectiveKind::timeline_start, DDP_OP_SUM, 0, 0, 0, {}}));
-            timeline.start(trace::measure_clock_offset(backend, control, context));
+            agree(channel, control, context, encode(CallDescription{CollectiveKind::timeline_start, DDP_OP_SUM, 0, 0, 0, {}}));
+            timeline.start(trace::measure_clock_offset(channel, control, context));
             trace::Event call;
             call.name = kind_name(static_cast<uint64_t>(CollectiveKind::timeline_start));
             call.tid = trace::thread_row(trace::Row::calls);
             call.ts_ns = started_ns;
             call.dur_ns = trace::now_ns() - started_ns;
             call.sequence = context.sequence;
-            call.plane = backend.name();
+            call.plane = comm.backend_name();
             timeline.record(std::move(call));
         } catch (...) {
             timeline.stop();  // closes the file it opened
@@ -357,7 +358,7 @@ CollectiveCall sharded_call(Communicator& comm, const ddp_tensor* inputs, const 
                             Sharding sharding, const CallOptions& options) {
     CollectiveCall call;
     call.tensors = checked_tensor_list(inputs, n, "inputs");
-    call.outputs = checked_outputs(call.tensors, outputs, sharding, comm.backend().size(), comm.backend().rank());
+    call.outputs = checked_outputs(call.tensors, outputs, sharding, comm.channel().size(), comm.channel().rank());
     call.fusion_bytes = options.fusion_bytes;
     return call;
 }
@@ -478,21 +479,23 @@ DDP_API ddp_status ddp_init(const ddp_init_options* opts_in, ddp_comm** world) {
             invalid = error;
             settings.backend = fallback_backend(opts);
         }
-        std::unique_ptr<Backend> backend = make_backend(settings.backend, opts.mpi_comm_fortran);
+        std::unique_ptr<Transport> transport = make_transport(settings.backend, opts.mpi_comm_fortran);
+        std::unique_ptr<DevicePlane> device_plane;
         cuda::GpuAssignment gpu;
         try {
-            fail_together(*backend, invalid, settings.timeout_s, DDP_ERR_MISMATCH,
+            fail_together(transport->channel(), invalid, settings.timeout_s, DDP_ERR_MISMATCH,
                           "could not start libddp (their ddp_init returned DDP_ERR_INVALID_ARGUMENT naming the "
                           "option or environment variable), so no rank starts");
             set_log_threshold(settings.log_threshold);
-            gpu = cuda::assign_gpu(backend->local_rank());
-            if (settings.backend == DDP_BACKEND_NCCL) backend = make_nccl_backend(backend, gpu, settings.timeout_s);
+            gpu = cuda::assign_gpu(transport->channel().local_rank());
+            if (settings.backend == DDP_BACKEND_NCCL) device_plane = make_nccl_plane(*transport, gpu, settings.timeout_s);
         } catch (const Error&) {
-            backend->finalize(all_reach(*backend, failed_start_wait_s));
+            transport->finalize(all_reach(transport->channel(), failed_start_wait_s));
             throw;
         }
         auto handle = std::make_unique<ddp_comm>();
-        handle->live = std::make_unique<Communicator>(std::move(backend), settings, std::move(gpu));
+        handle->live =
+            std::make_unique<Communicator>(std::move(transport), std::move(device_plane), settings, std::move(gpu));
         if (!settings.timeline_path.empty()) {  // DDP_TIMELINE: every rank starts it here, together
             try {
                 start_timeline(*handle->live, settings.timeline_path.c_str());
@@ -501,9 +504,9 @@ DDP_API ddp_status ddp_init(const ddp_init_options* opts_in, ddp_comm** world) {
                 fail(error.status(), "DDP_TIMELINE: " + std::string(error.what()));
             }
         }
-        const Backend& started = handle->live->backend();
+        const ControlChannel& started = handle->live->channel();
         log_line(started.rank(), started.size(), DDP_LOG_DEBUG,
-                 std::string("initialized backend ") + started.name() + ", local rank " +
+                 std::string("initialized backend ") + handle->live->backend_name() + ", local rank " +
                      std::to_string(started.local_rank()) + " of " + std::to_string(started.local_size()) +
                      ", device " + std::to_string(handle->live->device()));
         world_live = true;
@@ -562,19 +565,19 @@ DDP_API ddp_status ddp_comm_free(ddp_comm* sub) {
 }
 
 DDP_API ddp_status ddp_rank(const ddp_comm* comm, int32_t* rank) {
-    return guarded([&] { set_output(rank, live_comm(comm).backend().rank(), "rank"); });
+    return guarded([&] { set_output(rank, live_comm(comm).channel().rank(), "rank"); });
 }
 
 DDP_API ddp_status ddp_size(const ddp_comm* comm, int32_t* size) {
-    return guarded([&] { set_output(size, live_comm(comm).backend().size(), "size"); });
+    return guarded([&] { set_output(size, live_comm(comm).channel().size(), "size"); });
 }
 
 DDP_API ddp_status ddp_local_rank(const ddp_comm* comm, int32_t* local_rank) {
-    return guarded([&] { set_output(local_rank, live_comm(comm).backend().local_rank(), "local_rank"); });
+    return guarded([&] { set_output(local_rank, live_comm(comm).channel().local_rank(), "local_rank"); });
 }
 
 DDP_API ddp_status ddp_local_size(const ddp_comm* comm, int32_t* local_size) {
-    return guarded([&] { set_output(local_size, live_comm(comm).backend().local_size(), "local_size"); });
+    return guarded([&] { set_output(local_size, live_comm(comm).channel().local_size(), "local_size"); });
 }
 
 DDP_API ddp_status ddp_device(const ddp_comm* comm, int32_t* device_id) {
@@ -582,7 +585,7 @@ DDP_API ddp_status ddp_device(const ddp_comm* comm, int32_t* device_id) {
 }
 
 DDP_API ddp_status ddp_backend_name(const ddp_comm* comm, const char** name) {
-    return guarded([&] { set_output(name, live_comm(comm).backend().name(), "name"); });
+    return guarded([&] { set_output(name, live_comm(comm).backend_name(), "name"); });
 }
 
 DDP_API ddp_status ddp_allreduce_tensor_list(ddp_comm* comm, const ddp_tensor* tensors, int64_t n, ddp_op op,
@@ -642,7 +645,7 @@ DDP_API ddp_status ddp_broadcast_tensor_list(ddp_comm* comm, const ddp_tensor* t
         blocking_collective(comm, CollectiveKind::broadcast, opts, [&](Communicator& c, const CallOptions& options) {
             CollectiveCall call;
             call.tensors = checked_writable_list(tensors, n, "tensors");
-            call.root = checked_root(root, c.backend().size());
+            call.root = checked_root(root, c.channel().size());
             call.fusion_bytes = options.fusion_bytes;
             return call;
         });
@@ -656,7 +659,7 @@ DDP_API ddp_status ddp_reduce_tensor_list(ddp_comm* comm, const ddp_tensor* tens
             CollectiveCall call;
             call.tensors = checked_writable_list(tensors, n, "tensors");
             call.op = checked_op(op, call.tensors);
-            call.root = checked_root(root, c.backend().size());
+            call.root = checked_root(root, c.channel().size());
             call.fusion_bytes = options.fusion_bytes;
             return call;
         });
@@ -715,7 +718,7 @@ DDP_API ddp_status ddp_sync_optimizer_state(ddp_comm* comm, const ddp_tensor* le
                 if (n_scalars > 0 && scalars == nullptr)
                     fail(DDP_ERR_INVALID_ARGUMENT, "scalars is NULL but n_scalars is " + std::to_string(n_scalars));
                 call.scalars = std::span(scalars, static_cast<size_t>(n_scalars));
-                call.root = checked_root(root, c.backend().size());
+                call.root = checked_root(root, c.channel().size());
                 call.fusion_bytes = options.fusion_bytes;
                 return call;
             });
@@ -764,18 +767,18 @@ DDP_API ddp_status ddp_timeline_stop(ddp_comm* comm) {
 DDP_API ddp_status ddp_dump_flight_recorder(ddp_comm* comm, const char* path) {
     return guarded([&] {
         Communicator& c = live_comm(comm);
-        const std::string file = path != nullptr ? trace::per_rank_path(path, c.backend().rank()) : std::string();
+        const std::string file = path != nullptr ? trace::per_rank_path(path, c.channel().rank()) : std::string();
         c.control().flight_recorder().dump("ddp_dump_flight_recorder", file);
     });
 }
 
 DDP_API ddp_status ddp_log(const ddp_comm* comm, ddp_log_level level, const char* msg) {
     return guarded([&] {
-        const Backend& backend = live_comm(comm).backend();
+        const ControlChannel& channel = live_comm(comm).channel();
         require_not_null(msg, "msg");
         if (!is_valid_log_level(level))
             fail(DDP_ERR_INVALID_ARGUMENT, "level " + std::to_string(level) + " is not a ddp_log_level");
-        log_line(backend.rank(), backend.size(), level, msg);
+        log_line(channel.rank(), channel.size(), level, msg);
     });
 }
 

@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "backend/backend.hpp"
+#include "planes/transport.hpp"
 #include "util/dtype.hpp"
 
 namespace ddp {

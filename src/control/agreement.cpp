@@ -77,23 +77,23 @@ trace::CallSummary summary_of(std::span<const uint64_t> words, uint64_t hash) {
 }
 
 // Whether every rank's hash equals this rank's.
-bool hashes_agree(Backend& backend, ControlPlane& control, CallContext& context, uint64_t hash,
+bool hashes_agree(ControlChannel& channel, ControlPlane& control, CallContext& context, uint64_t hash,
                   const CarriedAllreduce* carried = nullptr) {
     uint64_t extremes[2] = {hash, ~hash};  // max(hash) and ~min(hash) in one reduction
     control.wait(context,
-                 carried ? backend.start_max_u64_carrying(extremes, carried->data, carried->count, carried->dtype,
+                 carried ? channel.start_max_u64_carrying(extremes, carried->data, carried->count, carried->dtype,
                                                           carried->op)
-                         : backend.start_max_u64(extremes),
+                         : channel.start_max_u64(extremes),
                  WaitStyle::for_peers);
     return extremes[0] == ~extremes[1];
 }
 
 // Exchanges the words and returns the mismatch, naming rank 0 and the
 // first rank that differs from it.
-Error mismatch(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
+Error mismatch(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
                const ExplainDifference& explain_difference) {
     std::vector<std::vector<uint64_t>> all;
-    control.wait(context, backend.start_allgather_u64(words, all), WaitStyle::for_peers);
+    control.wait(context, channel.start_allgather_u64(words, all), WaitStyle::for_peers);
     for (size_t r = 1; r < all.size(); ++r)
         if (all[r] != all[0]) {
             Error error(DDP_ERR_MISMATCH, explain_difference(all[0], 0, all[r], static_cast<int>(r)));
@@ -131,7 +131,7 @@ int64_t described_bytes(std::span<const uint64_t> words) {
     return bytes;
 }
 
-void agree(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
+void agree(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
            const CarriedAllreduce* carried) {
     const uint64_t hash = hash_words(words);
     control.flight_recorder().described(context.sequence, summary_of(words, hash));
@@ -139,17 +139,17 @@ void agree(Backend& backend, ControlPlane& control, CallContext& context, std::s
         trace::Span span(control.timeline(), carried ? "agreement + small allreduce" : "agreement",
                          trace::Row::work, context.sequence);
         if (span.on() && carried) span.event().bytes = carried->count * static_cast<int64_t>(element_size(carried->dtype));
-        if (!hashes_agree(backend, control, context, hash, carried))
-            throw mismatch(backend, control, context, words, explain);
+        if (!hashes_agree(channel, control, context, hash, carried))
+            throw mismatch(channel, control, context, words, explain);
     }
     control.flight_recorder().agreed(context.sequence);
 }
 
-void agree_on_words(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
+void agree_on_words(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
                     const ExplainDifference& explain_difference) {
     const trace::Span span(control.timeline(), "agreement", trace::Row::work, context.sequence);
-    if (!hashes_agree(backend, control, context, hash_words(words)))
-        throw mismatch(backend, control, context, words, explain_difference);
+    if (!hashes_agree(channel, control, context, hash_words(words)))
+        throw mismatch(channel, control, context, words, explain_difference);
 }
 
 void append_reason(std::vector<uint64_t>& words, std::string_view reason) {
@@ -169,15 +169,15 @@ std::string reason_at(std::span<const uint64_t> words, size_t at) {
     return reason;
 }
 
-void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext& context, std::string_view reason) {
+void agree_on_invalid_call(ControlChannel& channel, ControlPlane& control, CallContext& context, std::string_view reason) {
     std::vector<uint64_t> words(header_words, 0);
     words[kind_word] = static_cast<uint64_t>(context.kind);
     words[valid_word] = 0;
     append_reason(words, reason);
     control.flight_recorder().described(context.sequence, summary_of(words, hash_words(words)));
     try {
-        if (!hashes_agree(backend, control, context, hash_words(words)))
-            mismatch(backend, control, context, words, explain);
+        if (!hashes_agree(channel, control, context, hash_words(words)))
+            mismatch(channel, control, context, words, explain);
     } catch (const Error&) {
         // This rank reports its own validation error, not the mismatch or a timeout.
     }

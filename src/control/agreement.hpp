@@ -49,7 +49,7 @@ struct CarriedAllreduce {
 /// Agrees on the encoded call `words` (from encode), carrying `carried`
 /// when given. Throws DDP_ERR_MISMATCH when ranks differ, DDP_ERR_TIMEOUT
 /// past the deadline.
-void agree(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
+void agree(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
            const CarriedAllreduce* carried = nullptr);
 
 /// One sentence saying how rank a's words differ from rank b's.
@@ -59,7 +59,7 @@ using ExplainDifference =
 /// Agrees on any words the same way; on a difference every rank throws
 /// DDP_ERR_MISMATCH with `explain` applied to rank 0 and the first rank
 /// that differs from it.
-void agree_on_words(Backend& backend, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
+void agree_on_words(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
                     const ExplainDifference& explain);
 
 /// The longest reason a rank sends its peers; longer ones are cut.
@@ -76,6 +76,6 @@ std::string reason_at(std::span<const uint64_t> words, size_t at);
 /// this rank, so that the peers return DDP_ERR_MISMATCH instead of waiting,
 /// naming this rank and `reason` (this rank's own error message). Errors of
 /// that step are dropped: the caller reports its own.
-void agree_on_invalid_call(Backend& backend, ControlPlane& control, CallContext& context, std::string_view reason);
+void agree_on_invalid_call(ControlChannel& channel, ControlPlane& control, CallContext& context, std::string_view reason);
 
 }  // namespace ddp

@@ -36,16 +36,18 @@ Clock::time_point deadline_after(double seconds) {
     return now + duration_cast<Clock::duration>(duration<double>(seconds));
 }
 
-ControlPlane::ControlPlane(Backend& backend, double timeout_s, double stall_warning_s, double hang_grace_s,
-                           size_t flight_recorder_size, std::string flight_recorder_dir, std::string name)
-    : backend_(backend),
+ControlPlane::ControlPlane(ControlChannel& channel, double timeout_s, double stall_warning_s, double hang_grace_s,
+                           size_t flight_recorder_size, std::string flight_recorder_dir, std::string name,
+                           const char* backend_name)
+    : channel_(channel),
       name_(std::move(name)),
       prefix_(name_.empty() ? std::string() : name_ + ": "),
-      recorder_(flight_recorder_size, std::move(flight_recorder_dir), backend.rank(), backend.size(), backend.name(),
+      recorder_(flight_recorder_size, std::move(flight_recorder_dir), channel.rank(), channel.size(),
+                backend_name != nullptr ? backend_name : channel.name(),
                 name_),
       timeout_s_(timeout_s),
       stall_warning_s_(stall_warning_s),
-      watched_(backend.rank(), hang_grace_s) {}
+      watched_(channel.rank(), hang_grace_s) {}
 
 CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s) {
     require_usable();
@@ -80,17 +82,17 @@ PeerStatus ControlPlane::status() const {
 }
 
 void ControlPlane::require_usable(bool may_poll) {
-    if (may_poll && !backend_.answers_in_background()) backend_.poll_control();
+    if (may_poll && !channel_.answers_in_background()) channel_.poll_control();
     if (broken()) fail_broken("", nullptr);
     if (auto failure = failure_from_notice(sequence_.load(std::memory_order_relaxed) + 1))
         fail_broken(*failure, nullptr);
 }
 
 std::optional<std::string> ControlPlane::failure_from_notice(uint64_t sequence) {
-    const std::optional<AbortNotice> notice = backend_.abort_notice();
+    const std::optional<AbortNotice> notice = channel_.abort_notice();
     if (!notice) return std::nullopt;
     const std::string peer = "rank " + std::to_string(notice->from_rank);
-    const std::string mine = "rank " + std::to_string(backend_.rank());
+    const std::string mine = "rank " + std::to_string(channel_.rank());
     const std::string its_call = notice->sequence == 0 ? std::string("its first collective")
                                                        : call_name(notice->kind, notice->sequence);
     switch (notice->reason) {
@@ -113,7 +115,7 @@ std::optional<std::string> ControlPlane::failure_from_notice(uint64_t sequence) 
 }
 
 void ControlPlane::fail_broken(const std::string& message, std::unique_ptr<Pending> pending) {
-    if (pending) backend_.abandon(std::move(pending));
+    if (pending) channel_.abandon(std::move(pending));
     if (!message.empty()) mark_broken(message);
     std::lock_guard lock(broken_mutex_);
     fail(broken_status_, broken_message_);
@@ -134,7 +136,7 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
         if (test_or_abandon(pending)) return fail_if_a_peer_gave_up(call);
         const auto now = Clock::now();
         if (now >= next_control) {
-            backend_.poll_control();
+            channel_.poll_control();
             if (broken()) fail_broken("", std::move(pending));  // aborted from another thread
             if (auto failure = failure_from_notice(call.sequence)) fail_broken(*failure, std::move(pending));
             if (!call.stall_reported && now >= call.stall_warning_at) report_stall(call);
@@ -154,54 +156,59 @@ bool ControlPlane::test_or_abandon(std::unique_ptr<Pending>& pending) {
         return pending->test();
     } catch (const Error&) {
         // MPI may still hold the operation's buffers: they must outlive it.
-        backend_.abandon(std::move(pending));
+        channel_.abandon(std::move(pending));
         throw;
     }
 }
 
 void ControlPlane::fail_if_a_peer_gave_up(const CallContext& call) {
-    backend_.poll_control();
-    const std::optional<AbortNotice> notice = backend_.abort_notice();
+    channel_.poll_control();
+    const std::optional<AbortNotice> notice = channel_.abort_notice();
     if (notice && notice->reason == AbortNotice::Reason::gave_up && notice->sequence == call.sequence)
         fail_broken(*failure_from_notice(call.sequence), nullptr);
 }
 
 void ControlPlane::abort(const std::string& reason) {
     const PeerStatus mine = status();
-    mark_broken("rank " + std::to_string(backend_.rank()) + " aborted the communicator (" + reason +
+    mark_broken("rank " + std::to_string(channel_.rank()) + " aborted the communicator (" + reason +
                 "); it is unusable: finalize it and end the job");
-    backend_.send_abort(AbortNotice{backend_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::aborted});
+    tell_peers(AbortNotice{channel_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::aborted});
 }
 
 void ControlPlane::break_from_device(ddp_status failure, const std::string& message, bool on_caller_thread) {
     const PeerStatus mine = status();
-    mark_broken("rank " + std::to_string(backend_.rank()) + ": " + message +
+    mark_broken("rank " + std::to_string(channel_.rank()) + ": " + message +
                     "; the communicator is unusable: finalize it and end the job",
                 failure);
-    log_line(backend_.rank(), backend_.size(), DDP_LOG_ERROR, message);
-    if (on_caller_thread || backend_.allows_concurrent_calls())
-        backend_.send_abort(AbortNotice{backend_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::device_failed});
+    log_line(channel_.rank(), channel_.size(), DDP_LOG_ERROR, message);
+    if (on_caller_thread || channel_.allows_concurrent_calls())
+        tell_peers(AbortNotice{channel_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::device_failed});
+}
+
+void ControlPlane::tell_peers(const AbortNotice& notice) {
+    channel_.send_abort(notice);
+    if (notice.reason != AbortNotice::Reason::finalizing && stop_device_work_) stop_device_work_();
 }
 
 void ControlPlane::announce_finalize() {
     const PeerStatus mine = status();
-    backend_.send_abort(AbortNotice{backend_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::finalizing});
+    channel_.send_abort(AbortNotice{channel_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::finalizing});
 }
 
 void ControlPlane::give_up(CallContext& call, std::unique_ptr<Pending> pending) {
-    backend_.abandon(std::move(pending));
+    channel_.abandon(std::move(pending));
     const double waited = duration<double>(Clock::now() - call.started).count();
     // Peers learn first, so that they stop waiting while this rank asks around.
-    backend_.send_abort(AbortNotice{backend_.rank(), call.sequence, static_cast<uint64_t>(call.kind),
-                                    AbortNotice::Reason::gave_up});
+    tell_peers(AbortNotice{channel_.rank(), call.sequence, static_cast<uint64_t>(call.kind),
+                           AbortNotice::Reason::gave_up});
     recorder_.mark(call.sequence, trace::CallState::timed_out);
     const std::string missing = who_is_missing(call, deadline_after(std::min(answer_wait_s, waited)));
     const std::string message = call_name(static_cast<uint64_t>(call.kind), call.sequence) + " timed out on rank " +
-                                std::to_string(backend_.rank()) + " after " + seconds_text(waited) + ": " + missing +
+                                std::to_string(channel_.rank()) + " after " + seconds_text(waited) + ": " + missing +
                                 ". The communicator is now unusable (its peers were told); a buffer of this "
                                 "call may still be written until the process ends";
     mark_broken(message);
-    log_line(backend_.rank(), backend_.size(), DDP_LOG_ERROR, prefix_ + message);
+    log_line(channel_.rank(), channel_.size(), DDP_LOG_ERROR, prefix_ + message);
     fail_broken("", nullptr);
 }
 
@@ -210,7 +217,7 @@ void ControlPlane::report_stall(CallContext& call) {
     const double waited = duration<double>(Clock::now() - call.started).count();
     const double room = duration<double>(call.deadline - Clock::now()).count();
     const std::string missing = who_is_missing(call, deadline_after(std::clamp(room / 2, 0.0, answer_wait_s)));
-    log_line(backend_.rank(), backend_.size(), DDP_LOG_WARN,
+    log_line(channel_.rank(), channel_.size(), DDP_LOG_WARN,
              prefix_ + call_name(static_cast<uint64_t>(call.kind), call.sequence) + " has waited " + seconds_text(waited) +
                  " (timeout " + seconds_text(duration<double>(call.deadline - call.started).count()) + "): " +
                  missing);
@@ -218,16 +225,16 @@ void ControlPlane::report_stall(CallContext& call) {
 
 std::string ControlPlane::who_is_missing(const CallContext& call, Clock::time_point answer_deadline) {
     const auto asked = Clock::now();
-    const auto answers = backend_.ask_peers(answer_deadline);
+    const auto answers = channel_.ask_peers(answer_deadline);
     const auto now = Clock::now();
     std::string missing, silent;
     for (size_t peer = 0; peer < answers.size(); ++peer) {
-        if (static_cast<int>(peer) == backend_.rank()) continue;
+        if (static_cast<int>(peer) == channel_.rank()) continue;
         const std::string who = "rank " + std::to_string(peer);
         if (!answers[peer]) {
             // Heard from during this call (a question of its own, a late
             // answer, a notice): alive, only its messages arrive late.
-            const auto heard = backend_.last_heard_from(static_cast<int>(peer));
+            const auto heard = channel_.last_heard_from(static_cast<int>(peer));
             if (heard && *heard >= call.started)
                 missing += (missing.empty() ? "" : "; ") + who + " is slow, not dead: it did not answer within " +
                            seconds_text(duration<double>(now - asked).count()) + ", but a message of its own came " +

@@ -2,17 +2,18 @@
 // to its deadline, warns about stalls naming the ranks that have not joined,
 // and after a timeout marks the communicator broken and tells the peers, so
 // that nothing anywhere waits for ever. It runs on the host whatever the
-// data plane is (see backend/backend.hpp).
+// data plane is (see control/channel.hpp and src/planes/).
 #pragma once
 
 #include <atomic>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
-#include "backend/backend.hpp"
+#include "control/channel.hpp"
 #include "control/collective_kind.hpp"
 #include "control/hang_watchdog.hpp"
 #include "trace/flight_recorder.hpp"
@@ -49,13 +50,16 @@ struct CallContext {
 class ControlPlane {
 public:
     /// `hang_grace_s`: how long past a deadline a thread may stay inside
-    /// the backend before the hang watchdog ends the process (0: never).
+    /// the transport before the hang watchdog ends the process (0: never).
     /// `flight_recorder_size` calls are kept (0: none); dumps go to
     /// `flight_recorder_dir` ("": the log). `name` is a sub-communicator's
     /// (ddp_comm_split), put before its stall reports and the reason it
     /// broke so that they say which communicator; "" for the world.
-    ControlPlane(Backend& backend, double timeout_s, double stall_warning_s, double hang_grace_s,
-                 size_t flight_recorder_size = 64, std::string flight_recorder_dir = {}, std::string name = {});
+    /// `backend_name`: what the flight recorder calls the backend (nullptr:
+    /// the channel's transport).
+    ControlPlane(ControlChannel& channel, double timeout_s, double stall_warning_s, double hang_grace_s,
+                 size_t flight_recorder_size = 64, std::string flight_recorder_dir = {}, std::string name = {},
+                 const char* backend_name = nullptr);
     ControlPlane(const ControlPlane&) = delete;
     ControlPlane& operator=(const ControlPlane&) = delete;
 
@@ -75,7 +79,7 @@ public:
     /// Throws DDP_ERR_TIMEOUT (with the reason) once the communicator is
     /// broken, or when a peer's notice rules out a collective starting now.
     /// `may_poll`: whether this thread may receive control messages (not
-    /// while the async worker may be inside the backend, below
+    /// while the async worker may be inside the transport, below
     /// MPI_THREAD_MULTIPLE).
     void require_usable(bool may_poll = true);
     bool broken() const { return broken_.load(std::memory_order_acquire); }
@@ -89,6 +93,10 @@ public:
     void break_from_device(ddp_status failure, const std::string& message, bool on_caller_thread);
     /// Tells the peers that this rank takes part in no further collective.
     void announce_finalize();
+    /// What stops the communicator's GPU work when it breaks on this rank
+    /// (the device plane's stop_work), so that no kernel waits for peers
+    /// that will not come. Set once, before the first collective.
+    void on_break(std::function<void()> stop_device_work) { stop_device_work_ = std::move(stop_device_work); }
 
     /// What this rank is doing, as peers are told.
     PeerStatus status() const;
@@ -127,8 +135,12 @@ private:
     /// "rank 1 has not joined (its last call: barrier #4, finished)", ...
     std::string who_is_missing(const CallContext& call, Clock::time_point answer_deadline);
     void mark_broken(const std::string& message, ddp_status status = DDP_ERR_TIMEOUT);
+    /// Sends `notice` to every peer; one that says this rank stopped also
+    /// stops the GPU work.
+    void tell_peers(const AbortNotice& notice);
 
-    Backend& backend_;
+    ControlChannel& channel_;
+    std::function<void()> stop_device_work_;
     const std::string name_;
     const std::string prefix_;  ///< "NAME: " before messages; "" for the world
     trace::Timeline timeline_;

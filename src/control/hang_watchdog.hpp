@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "backend/backend.hpp"
+#include "control/channel.hpp"
 
 namespace ddp {
 

@@ -11,12 +11,12 @@ namespace {
 
 // The ranks whose local step failed (this one included when
 // `this_rank_failed`), after one exchange held to `timeout_s`.
-std::vector<int> ranks_that_failed(Backend& backend, bool this_rank_failed, double timeout_s) {
-    ControlPlane control(backend, timeout_s, timeout_s, default_hang_grace_s);
+std::vector<int> ranks_that_failed(ControlChannel& channel, bool this_rank_failed, double timeout_s) {
+    ControlPlane control(channel, timeout_s, timeout_s, default_hang_grace_s);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
     const uint64_t mine = this_rank_failed ? 1 : 0;
     std::vector<std::vector<uint64_t>> all;
-    control.wait(context, backend.start_allgather_u64(std::span(&mine, 1), all), WaitStyle::for_peers);
+    control.wait(context, channel.start_allgather_u64(std::span(&mine, 1), all), WaitStyle::for_peers);
     std::vector<int> failed;
     for (size_t r = 0; r < all.size(); ++r)
         if (all[r].at(0) != 0) failed.push_back(static_cast<int>(r));
@@ -32,18 +32,18 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
-void fail_together(Backend& backend, const std::optional<Error>& mine, double timeout_s, ddp_status others_status,
+void fail_together(ControlChannel& channel, const std::optional<Error>& mine, double timeout_s, ddp_status others_status,
                    const std::string& others_failed) {
-    const std::vector<int> failed = ranks_that_failed(backend, mine.has_value(), timeout_s);
-    if (mine) throw Error(mine->status(), "rank " + std::to_string(backend.rank()) + ": " + mine->what());
+    const std::vector<int> failed = ranks_that_failed(channel, mine.has_value(), timeout_s);
+    if (mine) throw Error(mine->status(), "rank " + std::to_string(channel.rank()) + ": " + mine->what());
     if (!failed.empty()) fail(others_status, "rank(s) " + rank_list(failed) + " " + others_failed);
 }
 
-bool all_reach(Backend& backend, double seconds) {
-    ControlPlane control(backend, seconds, seconds, default_hang_grace_s);
+bool all_reach(ControlChannel& channel, double seconds) {
+    ControlPlane control(channel, seconds, seconds, default_hang_grace_s);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
     try {
-        control.wait(context, backend.start_finalize_barrier(), WaitStyle::for_peers);
+        control.wait(context, channel.start_finalize_barrier(), WaitStyle::for_peers);
         return true;
     } catch (const Error&) {
         return false;

@@ -1,14 +1,14 @@
-// ddp_init's collective steps on a freshly started backend: each rank's
+// ddp_init's collective steps on a freshly started transport: each rank's
 // local outcome is exchanged so that every rank fails together (a rank
 // whose environment, GPU or NCCL is unusable must not leave its peers
 // waiting in their first collective), and a bounded wait for every rank
-// before a failed start releases the backend.
+// before a failed start releases the transport.
 #pragma once
 
 #include <optional>
 #include <string>
 
-#include "backend/backend.hpp"
+#include "control/channel.hpp"
 #include "util/error.hpp"
 
 namespace ddp {
@@ -17,10 +17,10 @@ namespace ddp {
 /// error) and, when any did, throws on every rank: this rank's own error,
 /// prefixed with its rank, or `others_status` with "rank(s) 1, 3 " and
 /// `others_failed`.
-void fail_together(Backend& backend, const std::optional<Error>& mine, double timeout_s, ddp_status others_status,
+void fail_together(ControlChannel& channel, const std::optional<Error>& mine, double timeout_s, ddp_status others_status,
                    const std::string& others_failed);
 
 /// Whether every rank reaches this point within `seconds`.
-bool all_reach(Backend& backend, double seconds);
+bool all_reach(ControlChannel& channel, double seconds);
 
 }  // namespace ddp

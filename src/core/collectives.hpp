@@ -1,8 +1,9 @@
-// The tensor-list collectives, built once over any Backend: the control
-// plane numbers the call and holds it to its deadline, agreement checks
-// that every rank makes the same call, the fusion plan decides how the
-// list travels, and every backend operation is waited for under the same
-// deadline. Arguments arrive validated (src/api does that).
+// The tensor-list collectives, run the same way whatever the collective
+// (its own part is in core/collectives/<kind>.cpp) and whatever the planes:
+// the control plane numbers the call and holds it to its deadline,
+// agreement checks that every rank makes the same call, the fusion plan
+// decides how the list travels, and every plane operation is waited for
+// under the same deadline. Arguments arrive validated (src/api does that).
 #pragma once
 
 #include <cstdint>

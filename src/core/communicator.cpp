@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <thread>
 
-#include "backend/device_plane.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -25,21 +24,26 @@ private:
     std::atomic<bool>& in_use_;
 };
 
-Communicator::Communicator(std::unique_ptr<Backend> backend, const Settings& settings, cuda::GpuAssignment gpu,
-                           std::string name)
-    : backend_(std::move(backend)),
+Communicator::Communicator(std::unique_ptr<Transport> transport, std::unique_ptr<DevicePlane> device_plane,
+                           const Settings& settings, cuda::GpuAssignment gpu, std::string name)
+    : transport_(std::move(transport)),
+      device_plane_(std::move(device_plane)),
+      planes_(transport_->host_planes(), device_plane_.get()),
       settings_(settings),
-      control_(*backend_, settings.timeout_s, settings.stall_warning_s, settings.hang_grace_s,
-               static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir, std::move(name)),
+      control_(transport_->channel(), settings.timeout_s, settings.stall_warning_s, settings.hang_grace_s,
+               static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir, std::move(name),
+               backend_name()),
       gpu_(std::move(gpu)),
       worker_([device = gpu_.device] {
           if (device >= 0) cuda::make_current(device);  // every libddp thread has the rank's GPU current
       }) {
-    backend_->start_control([this] { return control_.status(); });
-    if (DevicePlane* plane = backend_->device_plane())
-        plane->on_failure([this](ddp_status status, const std::string& message) {
+    channel().start_control([this] { return control_.status(); });
+    if (device_plane_) {
+        device_plane_->on_failure([this](ddp_status status, const std::string& message) {
             control_.break_from_device(status, message, false);  // the watchdog's thread
         });
+        control_.on_break([plane = device_plane_.get()] { plane->stop_work(); });
+    }
 }
 
 Communicator::~Communicator() = default;
@@ -68,8 +72,8 @@ void Communicator::run_reducer_call(const std::function<void()>& call) {
 std::shared_ptr<RequestState> Communicator::submit(std::function<void()> collective) {
     Entry entry(in_use_);
     refuse_during_reducer_step(reducer_step_owner_ != nullptr);
-    control_.require_usable(backend_->allows_concurrent_calls());  // the worker may be inside the backend
-    if (!backend_->allows_background_thread())
+    control_.require_usable(channel().allows_concurrent_calls());  // the worker may be inside the transport
+    if (!channel().allows_background_thread())
         fail(DDP_ERR_UNSUPPORTED,
              "async collectives need MPI_THREAD_SERIALIZED or better, but MPI was initialized "
              "with a lower thread level (initialize MPI with MPI_Init_thread, or let libddp do it)");
@@ -92,33 +96,33 @@ bool Communicator::peers_reach_finalize() {
     // After a timeout, peers that still answer get at least this long to
     // notice (at their next call) and reach finalize themselves.
     constexpr double broken_peer_wait_s = 30;
-    std::unique_ptr<Pending> barrier = backend_->start_finalize_barrier();
+    std::unique_ptr<Pending> barrier = channel().start_finalize_barrier();
     if (!barrier) return true;
     // After a timeout, a peer that no longer answers is dead or hung: waiting
     // for it would only delay this process's exit. Without a background
     // responder, silence proves nothing, so only the timeout ends the wait.
-    const bool silence_means_gone = control_.broken() && backend_->answers_in_background();
+    const bool silence_means_gone = control_.broken() && channel().answers_in_background();
     const double wait_s = silence_means_gone ? std::max(settings_.timeout_s, broken_peer_wait_s) : settings_.timeout_s;
     const auto give_up_at = deadline_after(wait_s);
     // The hang watchdog holds this wait to its end (a last question may start just before).
     const auto watched = control_.watch_finalize(deadline_after(wait_s + answer_wait_s));
     for (auto next_question = Clock::now() + std::chrono::milliseconds(500);;) {
-        backend_->poll_control();
+        channel().poll_control();
         if (barrier->test()) return true;
         const auto now = Clock::now();
         if (now > give_up_at) break;
         if (silence_means_gone && now > next_question) {
-            const auto answers = backend_->ask_peers(deadline_after(answer_wait_s));
+            const auto answers = channel().ask_peers(deadline_after(answer_wait_s));
             for (size_t peer = 0; peer < answers.size(); ++peer)
-                if (static_cast<int>(peer) != backend_->rank() && !answers[peer] && !barrier->test()) {
-                    backend_->abandon(std::move(barrier));
+                if (static_cast<int>(peer) != channel().rank() && !answers[peer] && !barrier->test()) {
+                    channel().abandon(std::move(barrier));
                     return false;
                 }
             next_question = Clock::now() + std::chrono::milliseconds(500);
         }
         std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    backend_->abandon(std::move(barrier));
+    channel().abandon(std::move(barrier));
     return false;
 }
 
@@ -130,8 +134,9 @@ void Communicator::stop_taking_part() {
 }
 
 void Communicator::release(bool peers_present) {
-    control_.timeline().stop();  // before the backend goes: the file is complete
-    backend_->finalize(peers_present);
+    control_.timeline().stop();  // before the transport goes: the file is complete
+    if (device_plane_) device_plane_->finalize(peers_present);  // NCCL before the MPI it was set up over
+    transport_->finalize(peers_present);
 }
 
 void Communicator::finalize(std::span<Communicator* const> subs) {
@@ -142,7 +147,7 @@ void Communicator::finalize(std::span<Communicator* const> subs) {
     stop_taking_part();
     const bool peers_present = peers_reach_finalize();
     if (!peers_present)
-        log_line(backend_->rank(), backend_->size(), DDP_LOG_ERROR,
+        log_line(channel().rank(), channel().size(), DDP_LOG_ERROR,
                  name().empty()
                      ? "ddp_finalize: not every rank reached ddp_finalize (a rank died, is stuck, or is still "
                        "computing past the timeout); MPI is left running so that this process can exit, and the "

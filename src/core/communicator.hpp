@@ -1,5 +1,6 @@
-// A live process group: the backend (data plane), the control plane that
-// holds every collective to its deadline, the settings resolved at init,
+// A live process group: the transport (control channel and host data
+// planes) and device plane it runs on, in a priority list of planes; the
+// control plane that holds every collective to its deadline, the settings resolved at init,
 // the scratch buffer and plan cache reused across calls, and the worker
 // that runs async requests.
 #pragma once
@@ -12,26 +13,36 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.hpp"
 #include "control/control_plane.hpp"
 #include "core/async_worker.hpp"
 #include "core/plan_cache.hpp"
 #include "core/settings.hpp"
 #include "device/cuda/cuda.hpp"
+#include "planes/device_plane.hpp"
+#include "planes/plane_list.hpp"
+#include "planes/transport.hpp"
 
 namespace ddp {
 
 class Communicator {
 public:
-    /// `name`: a sub-communicator's, for its messages ("" for the world).
-    Communicator(std::unique_ptr<Backend> backend, const Settings& settings, cuda::GpuAssignment gpu,
-                 std::string name = {});
+    /// `device_plane`: nullptr when device buffers are staged through the
+    /// host. `name`: a sub-communicator's, for its messages ("" for the world).
+    Communicator(std::unique_ptr<Transport> transport, std::unique_ptr<DevicePlane> device_plane,
+                 const Settings& settings, cuda::GpuAssignment gpu, std::string name = {});
     ~Communicator();
     Communicator(const Communicator&) = delete;
     Communicator& operator=(const Communicator&) = delete;
 
-    Backend& backend() { return *backend_; }
-    const Backend& backend() const { return *backend_; }
+    ControlChannel& channel() { return transport_->channel(); }
+    const ControlChannel& channel() const { return transport_->channel(); }
+    Transport& transport() { return *transport_; }
+    /// The data planes, in the order they are asked.
+    const PlaneList& planes() const { return planes_; }
+    int rank() const { return channel().rank(); }
+    int size() const { return channel().size(); }
+    /// "mpi", "self", or "nccl" when a device plane runs beside the transport.
+    const char* backend_name() const { return device_plane_ ? device_plane_->name() : transport_->name(); }
     ControlPlane& control() { return control_; }
     /// A sub-communicator's name, as its messages give it; "" for the world.
     const std::string& name() const { return control_.name(); }
@@ -73,10 +84,10 @@ public:
     void* own_stream();
     PlanCache& plans() { return plans_; }
 
-    /// Waits for async work, then releases the backend; returns in bounded
+    /// Waits for async work, then releases the planes; returns in bounded
     /// time even when peers are gone (see ddp_finalize). The world's
     /// finalize releases its live sub-communicators `subs` too: they stop
-    /// taking part first (their peers are told), and their backends go once
+    /// taking part first (their peers are told), and their planes go once
     /// the world's ranks have all arrived (or were found gone), before MPI
     /// does. Refused, with nothing released, while another thread is inside
     /// a call on any of them.
@@ -90,10 +101,12 @@ private:
     bool peers_reach_finalize();
     /// Finalize's first step: no async work and no further collective here.
     void stop_taking_part();
-    /// Finalize's last step: the timeline file completed, the backend released.
+    /// Finalize's last step: the timeline file completed, the planes released.
     void release(bool peers_present);
 
-    std::unique_ptr<Backend> backend_;
+    std::unique_ptr<Transport> transport_;
+    std::unique_ptr<DevicePlane> device_plane_;  // after transport_: it uses the transport's channel
+    PlaneList planes_;
     Settings settings_;
     ControlPlane control_;
     cuda::GpuAssignment gpu_;

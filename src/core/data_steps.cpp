@@ -15,7 +15,7 @@ void describe_step(trace::Span& span, const FusionPlan& plan, const PlanStep& st
 }
 
 void record_transfer(Communicator& comm, const CallContext& context, const FusionPlan& plan, size_t index,
-                     const CollectiveCall& call, int64_t started_ns) {
+                     const CollectiveCall& call, int64_t started_ns, const char* plane) {
     trace::Timeline& timeline = comm.control().timeline();
     if (!timeline.on()) return;
     const PlanStep& step = plan.steps[index];
@@ -27,13 +27,13 @@ void record_transfer(Communicator& comm, const CallContext& context, const Fusio
     transfer.sequence = context.sequence;
     transfer.bytes = step_bytes(step);
     transfer.index = static_cast<int64_t>(index);
-    transfer.plane = comm.backend().name();
+    transfer.plane = plane;
     if (!call.names.empty()) transfer.names = trace::names_json(call.names, plan.members_of(step));
     timeline.record(std::move(transfer));
 }
 
 double avg_divisor(Communicator& comm, ddp_op op) {
-    return op == DDP_OP_AVG ? static_cast<double>(comm.backend().size()) : 1.0;
+    return op == DDP_OP_AVG ? static_cast<double>(comm.size()) : 1.0;
 }
 
 }  // namespace ddp

@@ -16,12 +16,12 @@ int64_t step_bytes(const PlanStep& step);
 void describe_step(trace::Span& span, const FusionPlan& plan, const PlanStep& step, size_t index,
                    const CollectiveCall& call);
 
-/// Records step `index`'s transfer, started at `started_ns`, on the
-/// timeline (only when recording).
+/// Records step `index`'s transfer on `plane`, started at `started_ns`, on
+/// the timeline (only when recording).
 void record_transfer(Communicator& comm, const CallContext& context, const FusionPlan& plan, size_t index,
-                     const CollectiveCall& call, int64_t started_ns);
+                     const CollectiveCall& call, int64_t started_ns, const char* plane);
 
-/// The op a backend runs for `op`: SUM for AVG (divided afterwards).
+/// The op a plane runs for `op`: SUM for AVG (divided afterwards).
 inline ddp_op backend_op(ddp_op op) { return op == DDP_OP_AVG ? DDP_OP_SUM : op; }
 
 /// What AVG divides the sum by: the communicator's size (1 for other ops).

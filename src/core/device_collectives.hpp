@@ -1,7 +1,8 @@
-// Collectives on device buffers, after agreement: on the GPU through the
-// backend's device plane (nccl) where it gives libddp's results, else
-// staged through pinned host memory over the host data plane (mpi, or
-// nccl's float MIN and MAX, whose NaN handling NCCL does not promise).
+// Collectives on device buffers, after agreement: the device priority list
+// is the communicator's device plane (nccl) where it runs the call with
+// libddp's results, then staging through pinned host memory over the host
+// planes (mpi; and nccl's float MIN and MAX, whose NaN handling NCCL does
+// not promise).
 #pragma once
 
 #include <cstdint>

@@ -83,10 +83,10 @@ Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_
     CallScope scope(control);
     trace::Span span(control.timeline(), "reducer_create", trace::Row::calls, context.sequence);
     if (span.on()) {
-        span.event().plane = comm_.backend().name();
+        span.event().plane = comm_.planes().host().front()->name();
         if (!names.empty()) span.event().names = trace::names_json(names);
     }
-    agree(comm_.backend(), control, context,
+    agree(comm_.channel(), control, context,
           encode(CallDescription{CollectiveKind::reducer_create, op, 0, bucket_bytes, 0, layout_}));
 
     // Buckets in reverse list order (a backward pass produces the last
@@ -121,7 +121,7 @@ Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_
 
 Reducer::~Reducer() {
     if (!transfers_abandoned_) return;
-    for (Bucket& bucket : buckets_) comm_.backend().abandon(std::make_unique<KeptBucket>(std::move(bucket.storage)));
+    for (Bucket& bucket : buckets_) comm_.channel().abandon(std::make_unique<KeptBucket>(std::move(bucket.storage)));
 }
 
 std::vector<uint64_t> Reducer::description() const {
@@ -151,7 +151,7 @@ void Reducer::open_step() {
     comm_.set_reducer_step_owner(this);
     step_started_ns_ = comm_.control().timeline().on() ? trace::now_ns() : 0;
     try {
-        agree(comm_.backend(), comm_.control(), *step_, description());
+        agree(comm_.channel(), comm_.control(), *step_, description());
     } catch (...) {
         close_step(false);
         throw;
@@ -184,7 +184,6 @@ size_t Reducer::in_flight() const {
 }
 
 void Reducer::start_buckets(bool all) {
-    Backend& backend = comm_.backend();
     while (next_to_start_ < buckets_.size() && (all || buckets_[next_to_start_].unmarked == 0)) {
         // A few in flight at a time: Open MPI progresses a hundred
         // concurrent non-blocking allreduces more slowly than a few.
@@ -203,14 +202,17 @@ void Reducer::start_buckets(bool all) {
         trace::Timeline& timeline = comm_.control().timeline();
         bucket.started_ns = timeline.on() ? trace::now_ns() : 0;
         bucket.timeline_row = timeline.on() ? trace::thread_row(trace::Row::transfer, static_cast<int>(b % trace::transfer_lanes)) : 0;
-        if (backend.size() == 1 || bucket.elements == 0) {
+        if (comm_.size() == 1 || bucket.elements == 0) {
             bucket.finished = true;
             trace_bucket(b, step_->sequence);
             continue;
         }
-        bucket.pending = backend.start_allreduce(bucket.storage.data(), bucket.elements, bucket.dtype,
-                                                 op_ == DDP_OP_AVG ? DDP_OP_SUM : op_);
-        if (!backend.allows_concurrent_calls()) continue;
+        const ddp_op op = op_ == DDP_OP_AVG ? DDP_OP_SUM : op_;
+        const auto bytes = static_cast<int64_t>(bucket.storage.size());
+        bucket.pending = comm_.planes()
+                             .host_for(DataOp::allreduce, bucket.dtype, op, bytes)
+                             .start_allreduce(bucket.storage.data(), bucket.elements, bucket.dtype, op);
+        if (!comm_.channel().allows_concurrent_calls()) continue;
         // The worker tests it while this thread computes the next gradients;
         // std::function needs a copyable job, hence the shared holder.
         auto holder = std::make_shared<std::unique_ptr<Pending>>(std::move(bucket.pending));
@@ -259,7 +261,7 @@ void Reducer::trace_bucket(size_t b, uint64_t sequence) {
     event.sequence = sequence;
     event.bytes = bucket.elements * static_cast<int64_t>(element_size(bucket.dtype));
     event.index = static_cast<int64_t>(b);
-    event.plane = comm_.backend().name();
+    event.plane = comm_.planes().host().front()->name();
     if (!name_pointers_.empty()) event.names = trace::names_json(name_pointers_, bucket.members);
     timeline.record(std::move(event));
 }
@@ -272,19 +274,19 @@ void Reducer::wait(std::optional<std::string_view> failure) {
         ControlPlane& control = comm_.control();
         for (Bucket& bucket : buckets_) {
             if (!bucket.finished) finish_bucket(bucket);
-            if (op_ == DDP_OP_AVG && comm_.backend().size() > 1) {
+            if (op_ == DDP_OP_AVG && comm_.size() > 1) {
                 trace::Span span(control.timeline(), "divide", trace::Row::work, step_->sequence);
                 if (span.on()) {
                     span.event().index = &bucket - buckets_.data();
                     span.event().bytes = bucket.elements * static_cast<int64_t>(element_size(bucket.dtype));
                 }
                 divide_copy(bucket.storage.data(), bucket.storage.data(), bucket.elements, bucket.dtype,
-                            static_cast<double>(comm_.backend().size()));
+                            static_cast<double>(comm_.size()));
             }
         }
         const uint64_t step = step_->sequence;
         const size_t mark_words = marked_.size();
-        agree_on_words(comm_.backend(), control, *step_, step_words(marked_, failure),
+        agree_on_words(comm_.channel(), control, *step_, step_words(marked_, failure),
                        [step, mark_words](auto a, int rank_a, auto b, int rank_b) {
                            return explain_marks(a, rank_a, b, rank_b, step, mark_words);
                        });
@@ -310,7 +312,7 @@ void Reducer::close_step(bool failed) {
             bucket.driven->wait(ignored);
             bucket.driven.reset();
         }
-        if (failed && bucket.pending) comm_.backend().abandon(std::move(bucket.pending));
+        if (failed && bucket.pending) comm_.channel().abandon(std::move(bucket.pending));
         // A reduction that did not finish may still write into the bucket.
         if (failed && bucket.started && !bucket.finished) transfers_abandoned_ = true;
         bucket.unmarked = bucket.member_count;
@@ -326,7 +328,7 @@ void Reducer::close_step(bool failed) {
         event.ts_ns = step_started_ns_;
         event.dur_ns = trace::now_ns() - step_started_ns_;
         event.sequence = step_->sequence;
-        event.plane = comm_.backend().name();
+        event.plane = comm_.planes().host().front()->name();
         event.failed = failed;
         event.bytes = 0;
         for (const Bucket& bucket : buckets_)

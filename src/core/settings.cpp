@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "backend/backend.hpp"
+#include "planes/transport.hpp"
 #include "control/hang_watchdog.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"

@@ -21,21 +21,24 @@ std::string sub_name(const Communicator& parent, const SplitRequest& request, ui
 }  // namespace
 
 std::unique_ptr<Communicator> split_communicator(Communicator& parent, const SplitRequest& request) {
-    Backend& backend = parent.backend();
+    ControlChannel& channel = parent.channel();
     ControlPlane& control = parent.control();
     CallContext context = control.begin(request.kind, 0);
     CallScope scope(control);
     // Color and key differ between ranks by design: only the call is agreed on.
-    agree(backend, control, context, encode(CallDescription{request.kind, DDP_OP_SUM, 0, 0, 0, {}}));
+    agree(channel, control, context, encode(CallDescription{request.kind, DDP_OP_SUM, 0, 0, 0, {}}));
     const bool by_node = request.kind == CollectiveKind::comm_split_node;
-    const int color = by_node ? backend.node_leader() : request.color;
-    const int key = by_node ? backend.rank() : request.key;
-    std::unique_ptr<Backend> sub = backend.split(color, key, context.deadline);
+    const int color = by_node ? channel.node_leader() : request.color;
+    const int key = by_node ? channel.rank() : request.key;
+    std::unique_ptr<Transport> sub = parent.transport().split(color, key, context.deadline);
+    std::unique_ptr<DevicePlane> sub_device;
+    if (DevicePlane* device = parent.planes().device())
+        sub_device = device->split(color, key, sub ? &sub->channel() : nullptr, context.deadline);
     if (!sub) return nullptr;
     Settings settings = parent.settings();
     if (request.timeout_s > 0) settings.timeout_s = request.timeout_s;
     settings.timeline_path.clear();  // DDP_TIMELINE starts the world's timeline only
-    return std::make_unique<Communicator>(std::move(sub), settings, parent.gpu(),
+    return std::make_unique<Communicator>(std::move(sub), std::move(sub_device), settings, parent.gpu(),
                                           sub_name(parent, request, context.sequence));
 }
 

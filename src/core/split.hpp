@@ -1,6 +1,6 @@
 // Sub-communicators (ddp_comm_split, ddp_comm_split_node): a collective on
 // the parent (numbered, agreed on and held to the parent's deadline like
-// any other), whose result is a Communicator with a backend, control plane,
+// any other), whose result is a Communicator with planes, a control plane,
 // worker and name of its own, so that its deadlines, stall reports and
 // breakage are its own.
 #pragma once

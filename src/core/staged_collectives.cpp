@@ -1,4 +1,4 @@
-// Device buffers over a host data plane (mpi, and nccl's float MIN/MAX):
+// Device buffers over the host data planes (mpi, and nccl's float MIN/MAX):
 // copied into one pinned host buffer on the caller's stream (each aligned
 // to its element size, so tensors of one dtype lie back to back and fusion
 // reduces them in place with no packing), reduced there as host tensors,
@@ -6,6 +6,7 @@
 // handed device memory (open-mpi/ompi#9845), CUDA-aware or not.
 #include <vector>
 
+#include "core/collectives/collective_rules.hpp"
 #include "core/device_collectives.hpp"
 #include "device/cuda/cuda.hpp"
 #include "trace/timeline.hpp"
@@ -14,25 +15,6 @@
 namespace ddp {
 
 namespace {
-
-/// Which way a rank's bytes cross between device and host for a call.
-struct Crossing {
-    bool to_host;    ///< the rank's inputs matter
-    bool to_device;  ///< the rank receives results
-};
-
-Crossing crossing_of(const CollectiveCall& call, int rank) {
-    const bool root = rank == call.root;
-    switch (call.kind) {
-    case CollectiveKind::allreduce:
-    case CollectiveKind::allgather:
-    case CollectiveKind::reduce_scatter: return {true, true};
-    case CollectiveKind::reduce: return {true, root};
-    case CollectiveKind::broadcast:
-    case CollectiveKind::sync_optimizer_state: return {root, !root};
-    default: return {true, false};  // check_replicas reads only
-    }
-}
 
 // Each staged tensor starts at a multiple of its element size, as MPI's
 // built-in operations expect; tensors of one dtype stay back to back.
@@ -68,7 +50,7 @@ void run_staged(Communicator& comm, CallContext& context, const CollectiveCall& 
     for (ddp_tensor& tensor : staged) tensor.data = host + offsets[next++];
     for (ddp_tensor& tensor : staged_outputs) tensor.data = host + offsets[next++];
 
-    const Crossing crossing = crossing_of(call, comm.backend().rank());
+    const Crossing crossing = rules_for(call.kind).crossing(call, comm.rank());
     if (crossing.to_host) {
         trace::Span span(comm.control().timeline(), "stage to host", trace::Row::work, context.sequence);
         if (span.on()) span.event().bytes = static_cast<int64_t>(total);

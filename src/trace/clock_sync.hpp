@@ -11,6 +11,6 @@ namespace ddp::trace {
 /// each one, then one exchange of the readings. The offset is the median
 /// of this rank's reading minus rank 0's (ranks leave a barrier within
 /// about one message latency of each other: that is the precision).
-ClockSync measure_clock_offset(Backend& backend, ControlPlane& control, CallContext& context);
+ClockSync measure_clock_offset(ControlChannel& channel, ControlPlane& control, CallContext& context);
 
 }  // namespace ddp::trace

@@ -16,10 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "backend/backend.hpp"
-#include "backend/nccl/nccl_comm.hpp"
-#include "backend/nccl/nccl_library.hpp"
-#include "backend/nccl/watchdog.hpp"
+#include "control/channel.hpp"
+#include "planes/transport.hpp"
+#include "planes/nccl/nccl_comm.hpp"
+#include "planes/nccl/nccl_library.hpp"
+#include "planes/nccl/watchdog.hpp"
 #include "control/control_plane.hpp"
 #include "util/error.hpp"
 
@@ -84,7 +85,7 @@ protected:
     void TearDown() override { unsetenv("NCCL_STANDIN_MODE"); }
 
     const NcclLibrary* nccl = nullptr;
-    std::unique_ptr<Backend> host = make_self_backend();
+    std::unique_ptr<Transport> host = make_self_transport();
 };
 
 TEST_F(NcclSetup, TheStandInLoads) {
@@ -94,11 +95,11 @@ TEST_F(NcclSetup, TheStandInLoads) {
 
 TEST_F(NcclSetup, ASetupThatNeverCompletesTimesOutAndAbortsNccl) {
     setenv("NCCL_STANDIN_MODE", "setup_hangs", 1);
-    ControlPlane control(*host, 0.3, 10, 0);
+    ControlPlane control(host->channel(), 0.3, 10, 0);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
     const int aborts = abort_count();
     const auto start = std::chrono::steady_clock::now();
-    const std::string message = error_of([&] { NcclComm comm(*nccl, *host, control, context); }, DDP_ERR_TIMEOUT);
+    const std::string message = error_of([&] { NcclComm comm(*nccl, host->channel(), *host->host_planes().front(), control, context); }, DDP_ERR_TIMEOUT);
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     control.end();
     EXPECT_NE(message.find("setting up the NCCL communicator did not finish within the timeout on rank 0"),
@@ -112,10 +113,10 @@ TEST_F(NcclSetup, ASetupThatNeverCompletesTimesOutAndAbortsNccl) {
 
 TEST_F(NcclSetup, ASetupErrorQuotesNccl) {
     setenv("NCCL_STANDIN_MODE", "setup_fails", 1);
-    ControlPlane control(*host, 10, 10, 0);
+    ControlPlane control(host->channel(), 10, 10, 0);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
     const int aborts = abort_count();
-    const std::string message = error_of([&] { NcclComm comm(*nccl, *host, control, context); }, DDP_ERR_BACKEND);
+    const std::string message = error_of([&] { NcclComm comm(*nccl, host->channel(), *host->host_planes().front(), control, context); }, DDP_ERR_BACKEND);
     control.end();
     EXPECT_NE(message.find("setting up the NCCL communicator failed on rank 0: remote process exited or there was a "
                            "network error: stand-in: the peer's proxy connection was refused"),
@@ -126,9 +127,9 @@ TEST_F(NcclSetup, ASetupErrorQuotesNccl) {
 
 TEST_F(NcclSetup, TheWatchdogAbortsOnAnAsyncErrorAndFailsLaterWork) {
     setenv("NCCL_STANDIN_MODE", "async_error", 1);
-    ControlPlane control(*host, 10, 10, 0);
+    ControlPlane control(host->channel(), 10, 10, 0);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
-    NcclComm comm(*nccl, *host, control, context);
+    NcclComm comm(*nccl, host->channel(), *host->host_planes().front(), control, context);
     control.end();
     const int aborts = abort_count();
 
@@ -176,9 +177,9 @@ class NcclSplit : public NcclSetup {
 protected:
     void SetUp() override {
         NcclSetup::SetUp();
-        ControlPlane control(*host, 10, 10, 0);
+        ControlPlane control(host->channel(), 10, 10, 0);
         CallContext context = control.begin(CollectiveKind::barrier, 0);
-        parent = std::make_unique<NcclComm>(*nccl, *host, control, context);
+        parent = std::make_unique<NcclComm>(*nccl, host->channel(), *host->host_planes().front(), control, context);
         control.end();
     }
     std::unique_ptr<NcclComm> parent;
@@ -230,10 +231,10 @@ TEST(NcclWithoutSplit, SplitIsUnsupportedAndSaysWhy) {
     setenv("DDP_NCCL_LIBRARY", library("STANDIN_WITHOUT_SPLIT").c_str(), 1);
     const NcclLibrary& nccl = nccl_library();  // everything else is there: it loads
     EXPECT_EQ(nccl.comm_split, nullptr);
-    std::unique_ptr<Backend> host = make_self_backend();
-    ControlPlane control(*host, 10, 10, 0);
+    std::unique_ptr<Transport> host = make_self_transport();
+    ControlPlane control(host->channel(), 10, 10, 0);
     CallContext context = control.begin(CollectiveKind::barrier, 0);
-    NcclComm parent(nccl, *host, control, context);
+    NcclComm parent(nccl, host->channel(), *host->host_planes().front(), control, context);
     control.end();
     const std::string message = error_of([&] { NcclComm sub(parent, 0, 0, deadline_after(10)); }, DDP_ERR_UNSUPPORTED);
     EXPECT_NE(message.find("is NCCL 2.28.9, which has no ncclCommSplit (NCCL 2.18.1 added it)"), std::string::npos)

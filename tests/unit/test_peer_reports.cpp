@@ -1,14 +1,14 @@
 // How a timed-out call describes a peer that did not answer its question:
 // dead (nothing came from it during the call) or slow (a message of its own
 // came during the call, so it lives; its answer is only late, as under
-// packet loss). The network's part is played by a two-rank backend whose
+// packet loss). The network's part is played by a two-rank control channel whose
 // peer never answers in time and whose operations never finish; the
 // control plane deciding what to say is libddp's own.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "backend/backend.hpp"
+#include "control/channel.hpp"
 #include "control/control_plane.hpp"
 #include "util/error.hpp"
 
@@ -22,7 +22,7 @@ public:
 
 /// Rank 0 of two; rank 1 answers no question within the deadline and was
 /// last heard from at `heard` (empty: never).
-class SilentPeerBackend final : public Backend {
+class SilentPeerChannel final : public ControlChannel {
 public:
     std::optional<Clock::time_point> heard;
 
@@ -33,9 +33,6 @@ public:
     int local_size() const override { return 2; }
     bool allows_background_thread() const override { return true; }
     bool allows_concurrent_calls() const override { return true; }
-    std::unique_ptr<Pending> start_allreduce(void*, int64_t, ddp_dtype, ddp_op) override { return never(); }
-    std::unique_ptr<Pending> start_reduce(void*, int64_t, ddp_dtype, ddp_op, int) override { return never(); }
-    std::unique_ptr<Pending> start_broadcast(void*, int64_t, int) override { return never(); }
     std::unique_ptr<Pending> start_max_u64(std::span<uint64_t>) override { return never(); }
     std::unique_ptr<Pending> start_max_u64_carrying(std::span<uint64_t>, void*, int64_t, ddp_dtype,
                                                     ddp_op) override {
@@ -60,9 +57,7 @@ public:
     }
     bool answers_in_background() const override { return true; }
     std::unique_ptr<Pending> start_finalize_barrier() override { return never(); }
-    void finalize(bool) override {}
     int node_leader() const override { return 0; }
-    std::unique_ptr<Backend> split(int, int, Clock::time_point) override { return nullptr; }
 
 private:
     static std::unique_ptr<Pending> never() { return std::make_unique<NeverFinishes>(); }
@@ -70,7 +65,7 @@ private:
 
 /// The message of a barrier that times out after 0.2 s; `heard_during_call`
 /// says when rank 1 was last heard from: during the call, before it, or never.
-std::string timeout_message(SilentPeerBackend& backend, std::optional<bool> heard_during_call) {
+std::string timeout_message(SilentPeerChannel& backend, std::optional<bool> heard_during_call) {
     ControlPlane control(backend, 0.2, 100, 0);
     if (heard_during_call && !*heard_during_call) backend.heard = Clock::now();
     CallContext call = control.begin(CollectiveKind::barrier, 0);
@@ -87,7 +82,7 @@ std::string timeout_message(SilentPeerBackend& backend, std::optional<bool> hear
 }
 
 TEST(PeerReports, APeerHeardFromDuringTheCallIsSlowNotDead) {
-    SilentPeerBackend backend;
+    SilentPeerChannel backend;
     const std::string message = timeout_message(backend, true);
     EXPECT_NE(message.find("rank 1 is slow, not dead: it did not answer within"), std::string::npos) << message;
     EXPECT_NE(message.find("a lossy or congested network"), std::string::npos) << message;
@@ -96,7 +91,7 @@ TEST(PeerReports, APeerHeardFromDuringTheCallIsSlowNotDead) {
 
 TEST(PeerReports, APeerSilentSinceTheCallStartedDidNotAnswer) {
     for (const std::optional<bool> heard : {std::optional<bool>(false), std::optional<bool>()}) {
-        SilentPeerBackend backend;
+        SilentPeerChannel backend;
         const std::string message = timeout_message(backend, heard);
         EXPECT_NE(message.find("rank 1 did not answer (dead, hung"), std::string::npos) << message;
         EXPECT_EQ(message.find("slow"), std::string::npos) << message;

@@ -1,6 +1,6 @@
 // cuda.hpp in a libddp built without CUDA (-Dcuda=disabled, or no toolkit
 // found): no rank gets a GPU, and anything that would need one says why.
-#include "backend/backend.hpp"
+#include "util/pending.hpp"
 #include "device/cuda/cuda.hpp"
 #include "util/error.hpp"
 

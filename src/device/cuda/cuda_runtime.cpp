@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "backend/backend.hpp"
+#include "util/pending.hpp"
 #include "device/cuda/cuda.hpp"
 #include "util/error.hpp"
 

@@ -1,0 +1,37 @@
+// reduce: every rank's tensors reduced into root's, in place; the other
+// ranks' tensors are left as they were.
+#include "core/collectives/collective_rules.hpp"
+#include "core/data_steps.hpp"
+#include "core/plan_runner.hpp"
+
+namespace ddp {
+
+namespace {
+
+void reduce_on_host(Communicator& comm, CallContext& context, const CollectiveCall& call, const FusionPlan& plan) {
+    const ddp_op op = backend_op(call.op);
+    const int root = call.root;
+    run_plan(comm, context, plan, call,
+             PlanRun{DataOp::reduce, op, true, comm.rank() == root, avg_divisor(comm, call.op)},
+             [op, root](HostPlane& plane, void* data, int64_t count, ddp_dtype dtype) {
+                 return plane.start_reduce(data, count, dtype, op, root);
+             });
+}
+
+void reduce_on_device(Communicator&, CallContext& context, const CollectiveCall& call, DevicePlane& plane,
+                      void* stream) {
+    plane.reduce(call.tensors, call.op, call.root, stream, context.deadline);
+}
+
+Crossing to_root(const CollectiveCall& call, int rank) { return {true, rank == call.root}; }
+
+}  // namespace
+
+const CollectiveRules reduce_rules{
+    .host = reduce_on_host,
+    .device_op = DataOp::reduce,
+    .device = reduce_on_device,
+    .crossing = to_root,
+};
+
+}  // namespace ddp

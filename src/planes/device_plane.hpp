@@ -1,0 +1,79 @@
+// A device data plane: moves device buffers on the GPU (nccl), whole lists
+// at a time, enqueued on the caller's CUDA stream and returning without
+// waiting for the GPU; a watchdog holds the enqueued work to its deadline.
+// It sits beside a transport, whose control channel it uses. A call no
+// device plane runs is staged through pinned host memory over the host
+// planes instead (core/staged_collectives.cpp): the last entry of the
+// device priority list. An operation a plane lacks says DDP_ERR_UNSUPPORTED.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "ddp/ddp.h"
+#include "control/channel.hpp"
+#include "planes/host_plane.hpp"
+#include "util/pending.hpp"
+
+namespace ddp {
+
+namespace cuda {
+class Event;
+}
+
+/// How the watchdog reports the end of watched work: DDP_OK, or the failure.
+using WorkEnd = std::function<void(ddp_status status, const std::string& message)>;
+
+class DevicePlane {
+public:
+    virtual ~DevicePlane() = default;
+    virtual const char* name() const = 0;
+
+    /// Whether this plane runs `op` on `dtype` reduced with `reduction` with
+    /// libddp's semantics (NCCL's float MIN and MAX do not promise to
+    /// propagate NaN, so those are staged through the host instead).
+    virtual bool runs(DataOp op, ddp_dtype dtype, ddp_op reduction) const = 0;
+
+    /// Each enqueues one collective over the whole list on `stream` and
+    /// returns; `deadline` bounds the enqueueing itself. AVG is SUM, then
+    /// a division by the communicator's size on the GPU.
+    virtual void allreduce(std::span<const ddp_tensor> tensors, ddp_op op, void* stream, Clock::time_point deadline);
+    virtual void reduce(std::span<const ddp_tensor> tensors, ddp_op op, int root, void* stream,
+                        Clock::time_point deadline);
+    virtual void broadcast(std::span<const ddp_tensor> tensors, int root, void* stream, Clock::time_point deadline);
+    /// outputs[i] gets every rank's inputs[i], in rank order.
+    virtual void allgather(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, void* stream,
+                           Clock::time_point deadline);
+    /// outputs[i] gets this rank's shard of the reduction of inputs[i].
+    virtual void reduce_scatter(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, ddp_op op,
+                                void* stream, Clock::time_point deadline);
+
+    /// Hands the work enqueued on `stream` so far to the watchdog, which
+    /// holds it to `deadline` (naming it `what` in errors) and calls `end`
+    /// when it finishes or fails. Returns the event that marks its end.
+    virtual std::shared_ptr<cuda::Event> watch(void* stream, Clock::time_point deadline, std::string what,
+                                               WorkEnd end) = 0;
+
+    /// Where the watchdog reports a failure (a timeout, an NCCL error)
+    /// after aborting NCCL: the communicator's control plane, which breaks
+    /// the communicator and tells the peers.
+    virtual void on_failure(std::function<void(ddp_status, const std::string&)> report) = 0;
+
+    /// The communicator broke on this rank (a timeout, an abort): stops the
+    /// GPU work in flight, so that no kernel waits for ever for peers that
+    /// will not come.
+    virtual void stop_work() = 0;
+
+    /// This plane over the ranks passing the same `color` and `key` as to
+    /// the split of its transport that gave `sub` (nullptr, as the result:
+    /// this rank is in no part). Collective over this plane's ranks.
+    virtual std::unique_ptr<DevicePlane> split(int color, int key, ControlChannel* sub, Clock::time_point deadline) = 0;
+
+    /// Finishes or stops the work in flight and releases the plane, before
+    /// its transport goes (`peers_present` as Transport::finalize).
+    virtual void finalize(bool peers_present) = 0;
+};
+
+}  // namespace ddp

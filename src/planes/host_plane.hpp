@@ -1,0 +1,57 @@
+// A host data plane: moves tensors' bytes in host memory between the ranks
+// of a communicator, one contiguous buffer per operation. Each plane says
+// which steps it runs (NCCL's canConnect); the communicator's priority
+// list (planes/plane_list.hpp) gives each step to the first plane that runs
+// it. An operation a plane lacks says DDP_ERR_UNSUPPORTED by default
+// (c10d's model), so a new collective is added to the planes that can run
+// it and a new plane implements only what it can do.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "ddp/ddp.h"
+#include "util/pending.hpp"
+
+namespace ddp {
+
+/// The data movements a plane may offer; every collective's data phase is
+/// made of these (AVG is SUM followed by a division, done above the plane).
+enum class DataOp { allreduce, reduce, broadcast, allgather, reduce_scatter };
+
+/// "allreduce", ... for messages.
+const char* data_op_name(DataOp op);
+
+/// The most elements one rank's shard of a reduce_scatter step may hold
+/// (within one MPI count); the C boundary refuses larger shards.
+constexpr int64_t max_shard_elements = (int64_t{1} << 30) - 1;
+
+class HostPlane {
+public:
+    virtual ~HostPlane() = default;
+    virtual const char* name() const = 0;
+
+    /// Whether this plane runs `op` on `bytes` bytes of `dtype` reduced
+    /// with `reduction` (SUM, PROD, MIN or MAX; ignored by broadcast and
+    /// allgather). It must answer alike on every rank for agreed arguments,
+    /// so that every rank gives a step to the same plane.
+    virtual bool runs(DataOp op, ddp_dtype dtype, ddp_op reduction, int64_t bytes) const = 0;
+
+    // Each returns nullptr when the operation finished at once.
+    /// In-place allreduce.
+    virtual std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op);
+    /// In-place reduce into root's buffer; other ranks' buffers are unchanged.
+    virtual std::unique_ptr<Pending> start_reduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op, int root);
+    virtual std::unique_ptr<Pending> start_broadcast(void* data, int64_t bytes, int root);
+    /// Every rank's `count` elements of `send`, in rank order, into `recv`
+    /// (size × count elements). `send` may be recv + rank × count (in
+    /// place); otherwise the two do not overlap.
+    virtual std::unique_ptr<Pending> start_allgather(const void* send, void* recv, int64_t count, ddp_dtype dtype);
+    /// Reduces every rank's `send` (size × count elements) with `op` and
+    /// leaves block rank of the result, `count` elements, in `recv`. The
+    /// buffers do not overlap.
+    virtual std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count,
+                                                          ddp_dtype dtype, ddp_op op);
+};
+
+}  // namespace ddp

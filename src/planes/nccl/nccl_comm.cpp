@@ -1,0 +1,182 @@
+#include "planes/nccl/nccl_comm.hpp"
+
+#include <thread>
+
+#include "control/control_plane.hpp"
+#include "util/error.hpp"
+
+namespace ddp {
+
+namespace {
+// How long a healthy communicator's finalize may take before it is aborted.
+constexpr double destroy_wait_s = 10;
+// Polls of a non-blocking communicator spin this long, then sleep between tests.
+constexpr auto hot_poll = std::chrono::microseconds(200);
+
+/// What rank 0 sends every rank: whether it could create the id, and the id.
+struct UniqueIdMessage {
+    uint64_t ok = 0;
+    ncclUniqueId id{};
+};
+}  // namespace
+
+NcclComm::NcclComm(const NcclLibrary& nccl, ControlChannel& host, HostPlane& data, ControlPlane& control, CallContext& context)
+    : nccl_(nccl) {
+    UniqueIdMessage message;
+    std::string id_error;
+    if (host.rank() == 0) {
+        const ncclResult_t made = nccl.get_unique_id(&message.id);
+        message.ok = made == ncclSuccess ? 1 : 0;
+        if (made != ncclSuccess) id_error = nccl.describe(made, nullptr);
+    }
+    control.wait(context, data.start_broadcast(&message, sizeof message, 0), WaitStyle::for_peers);
+    if (message.ok == 0)
+        fail(DDP_ERR_BACKEND, host.rank() == 0 ? "ncclGetUniqueId failed: " + id_error
+                                               : "rank 0 could not create the NCCL unique id (its ddp_init says why)");
+
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // setup is polled against the deadline below
+    const ncclResult_t started = nccl.comm_init_rank_config(&comm_, host.size(), message.id, host.rank(), &config);
+    if (started != ncclSuccess && started != ncclInProgress) {
+        const std::string reason = nccl.describe(started, comm_);
+        abort();
+        fail(DDP_ERR_BACKEND, "ncclCommInitRankConfig failed on rank " + std::to_string(host.rank()) + ": " + reason);
+    }
+    ncclResult_t state = ncclSuccess;
+    if (settle(context.deadline, state) != Settled::done) {
+        abort();
+        fail(DDP_ERR_TIMEOUT, "setting up the NCCL communicator did not finish within the timeout on rank " +
+                                  std::to_string(host.rank()) +
+                                  " (a peer is stuck or gone, or NCCL cannot connect the ranks: NCCL_DEBUG=INFO "
+                                  "tells more); NCCL was aborted");
+    }
+    if (state != ncclSuccess) {
+        const std::string reason = nccl.describe(state, comm_);
+        abort();
+        fail(DDP_ERR_BACKEND, "setting up the NCCL communicator failed on rank " + std::to_string(host.rank()) +
+                                  ": " + reason);
+    }
+}
+
+NcclComm::NcclComm(NcclComm& parent, int color, int key, Clock::time_point deadline) : nccl_(parent.nccl_) {
+    if (nccl_.comm_split == nullptr)
+        fail(DDP_ERR_UNSUPPORTED, nccl_.path + " is NCCL " + nccl_.version_text() +
+                                      ", which has no ncclCommSplit (NCCL 2.18.1 added it): ddp_comm_split on the "
+                                      "nccl backend needs it (set DDP_NCCL_LIBRARY to a newer libnccl.so.2, e.g. "
+                                      "from the nvidia-nccl-cu13 wheel, or use DDP_BACKEND=mpi)");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // polled against the deadline below
+    ncclResult_t started;
+    {
+        std::lock_guard lock(parent.mutex_);
+        if (parent.aborted())
+            fail(DDP_ERR_TIMEOUT, "ncclCommSplit: NCCL was aborted earlier; the communicator is unusable");
+        started = nccl_.comm_split(parent.comm_, color >= 0 ? color : NCCL_SPLIT_NOCOLOR, key, &comm_, &config);
+    }
+    const std::string where = "ncclCommSplit (color " + std::to_string(color) + ")";
+    if (started != ncclSuccess && started != ncclInProgress) {
+        const std::string reason = nccl_.describe(started, parent.comm_);
+        abort();
+        fail(DDP_ERR_BACKEND, where + " failed: " + reason);
+    }
+    // The new communicator settles; a rank that joins none waits for the parent.
+    NcclComm& settling = comm_ != nullptr ? *this : parent;
+    ncclResult_t state = ncclSuccess;
+    if (settling.settle(deadline, state) != Settled::done) {
+        abort();
+        fail(DDP_ERR_TIMEOUT, where + " did not finish within the timeout (a peer is stuck or gone, or NCCL "
+                                      "cannot connect the ranks: NCCL_DEBUG=INFO tells more); its NCCL "
+                                      "communicator was aborted");
+    }
+    if (state != ncclSuccess) {
+        const std::string reason = nccl_.describe(state, settling.comm_);
+        abort();
+        fail(DDP_ERR_BACKEND, where + " failed: " + reason);
+    }
+}
+
+NcclComm::~NcclComm() {
+    if (comm_ == nullptr || aborted()) return;
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t finalized;
+    {
+        std::lock_guard lock(mutex_);
+        finalized = nccl_.comm_finalize(comm_);
+    }
+    if ((finalized == ncclSuccess || finalized == ncclInProgress) &&
+        settle(deadline_after(destroy_wait_s), state) == Settled::done && state == ncclSuccess) {
+        std::lock_guard lock(mutex_);
+        nccl_.comm_destroy(comm_);
+        return;
+    }
+    abort();
+}
+
+NcclComm::Settled NcclComm::settle(Clock::time_point deadline, ncclResult_t& state) const {
+    const auto start = Clock::now();
+    for (;;) {
+        {
+            std::lock_guard lock(mutex_);
+            if (aborted()) return Settled::aborted;
+            const ncclResult_t asked = nccl_.comm_get_async_error(comm_, &state);
+            if (asked != ncclSuccess) state = asked;
+            if (state != ncclInProgress) return Settled::done;
+        }
+        const auto now = Clock::now();
+        if (now > deadline) return Settled::timed_out;
+        if (now - start < hot_poll)
+            std::this_thread::yield();
+        else
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+}
+
+void NcclComm::check(ncclResult_t result, const char* what) const {
+    if (result != ncclSuccess && result != ncclInProgress)
+        fail(DDP_ERR_BACKEND, std::string(what) + " failed: " + nccl_.describe(result, comm_));
+}
+
+void NcclComm::group(const std::function<void()>& body, Clock::time_point deadline, const char* what) {
+    {
+        // Held while enqueueing (short: the communicator is non-blocking), so
+        // that no other thread aborts NCCL under the calls.
+        std::lock_guard lock(mutex_);
+        if (aborted())
+            fail(DDP_ERR_TIMEOUT, std::string(what) + ": NCCL was aborted earlier; the communicator is unusable");
+        check(nccl_.group_start(), "ncclGroupStart");
+        try {
+            body();
+        } catch (...) {
+            nccl_.group_end();
+            throw;
+        }
+        check(nccl_.group_end(), what);
+    }
+    ncclResult_t state = ncclSuccess;
+    switch (settle(deadline, state)) {
+    case Settled::done: break;
+    case Settled::aborted:
+        fail(DDP_ERR_TIMEOUT, std::string(what) + ": NCCL was aborted (by the watchdog or another thread) while "
+                                                  "it took the operations");
+    case Settled::timed_out:
+        fail(DDP_ERR_TIMEOUT, std::string(what) + ": NCCL did not accept the operations within the timeout");
+    }
+    if (state != ncclSuccess) fail(DDP_ERR_BACKEND, std::string(what) + " failed: " + nccl_.describe(state, comm_));
+}
+
+std::optional<std::string> NcclComm::async_error() const {
+    std::lock_guard lock(mutex_);
+    if (aborted()) return std::nullopt;
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t asked = nccl_.comm_get_async_error(comm_, &state);
+    if (asked != ncclSuccess) return "ncclCommGetAsyncError failed: " + nccl_.describe(asked, comm_);
+    if (state == ncclSuccess || state == ncclInProgress) return std::nullopt;
+    return nccl_.describe(state, comm_);
+}
+
+void NcclComm::abort() {
+    std::lock_guard lock(mutex_);
+    if (comm_ != nullptr && !aborted_.exchange(true, std::memory_order_acq_rel)) nccl_.comm_abort(comm_);
+}
+
+}  // namespace ddp

@@ -1,0 +1,69 @@
+// One NCCL communicator: set up without blocking and held to a deadline
+// (ncclCommInitRankConfig with blocking = 0, polled), its unique id created
+// by rank 0 alone and sent over libddp's own host channel; aborted from any
+// thread; destroyed in bounded time. NCCL forbids concurrent calls on one
+// communicator, so every call on it holds one mutex (the enqueueing of a
+// group, each poll, the abort).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "control/channel.hpp"
+#include "planes/host_plane.hpp"
+#include "planes/nccl/nccl_library.hpp"
+
+namespace ddp {
+
+class ControlPlane;
+struct CallContext;
+
+class NcclComm {
+public:
+    /// Collective over `host`'s ranks. Throws DDP_ERR_TIMEOUT when setup
+    /// does not finish by the call's deadline (NCCL is aborted first),
+    /// DDP_ERR_BACKEND with NCCL's message when it fails.
+    NcclComm(const NcclLibrary& nccl, ControlChannel& host, HostPlane& data, ControlPlane& control, CallContext& context);
+    /// ncclCommSplit of `parent`, collective over its ranks: the ranks of
+    /// `color` (>= 0) ranked by `key`; a negative color takes part without
+    /// joining (NCCL_SPLIT_NOCOLOR) and leaves get() nullptr. Non-blocking,
+    /// held to `deadline`. Throws DDP_ERR_UNSUPPORTED when the loaded NCCL
+    /// has no ncclCommSplit, DDP_ERR_TIMEOUT (the new communicator aborted)
+    /// or DDP_ERR_BACKEND with NCCL's message.
+    NcclComm(NcclComm& parent, int color, int key, Clock::time_point deadline);
+    ~NcclComm();
+    NcclComm(const NcclComm&) = delete;
+    NcclComm& operator=(const NcclComm&) = delete;
+
+    ncclComm_t get() const { return comm_; }
+    const NcclLibrary& library() const { return nccl_; }
+
+    /// Enqueues `body`'s NCCL calls as one group and waits (until
+    /// `deadline`) for a non-blocking communicator to accept them. On a
+    /// failure the caller aborts NCCL (after failing the work it watches).
+    void group(const std::function<void()>& body, Clock::time_point deadline, const char* what);
+    /// Throws DDP_ERR_BACKEND naming `what` when an NCCL call failed.
+    void check(ncclResult_t result, const char* what) const;
+    /// NCCL's asynchronous error as a sentence, if one has happened.
+    std::optional<std::string> async_error() const;
+    /// Aborts the communicator (idempotent, from any thread): every NCCL
+    /// operation on it ends, and it is released without waiting for peers.
+    void abort();
+    bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
+private:
+    enum class Settled { done, timed_out, aborted };
+    /// Polls until the communicator has nothing in progress (its state in
+    /// `state`), the deadline passes, or another thread aborts it.
+    Settled settle(Clock::time_point deadline, ncclResult_t& state) const;
+
+    const NcclLibrary& nccl_;
+    ncclComm_t comm_ = nullptr;
+    mutable std::mutex mutex_;
+    std::atomic<bool> aborted_{false};
+};
+
+}  // namespace ddp

@@ -1,0 +1,48 @@
+// A transport is what a backend brings up over a set of ranks: one control
+// channel and the host data planes that run over it (mpi: MPI's point to
+// point and collectives; self: one process). Device planes (nccl) are
+// added beside a transport (planes/device_plane.hpp). A new transport is a
+// new folder under src/planes/ with a make_* function here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "control/channel.hpp"
+#include "planes/host_plane.hpp"
+
+namespace ddp {
+
+class Transport {
+public:
+    virtual ~Transport() = default;
+    virtual const char* name() const = 0;
+    virtual ControlChannel& channel() = 0;
+    /// The transport's own host data planes, best first.
+    virtual std::vector<HostPlane*> host_planes() = 0;
+    /// The ranks passing the same `color` (>= 0), ranked by `key` then by
+    /// rank, as a new transport with channels of its own; nullptr on a rank
+    /// passing a negative color. Collective over this transport's ranks;
+    /// called once agreement has seen every rank in the call, so that the
+    /// transport's own blocking steps (MPI_Comm_split) find every peer
+    /// there. What can be polled is held to `deadline`.
+    virtual std::unique_ptr<Transport> split(int color, int key, Clock::time_point deadline) = 0;
+    /// Releases the transport. With `peers_present` false nothing collective
+    /// is called (MPI is left running so the process can still exit).
+    virtual void finalize(bool peers_present) = 0;
+};
+
+std::unique_ptr<Transport> make_self_transport();
+
+/// Starts or adopts MPI; mpi_comm_fortran is DDP_NO_MPI_COMM for the world.
+/// Throws DDP_ERR_UNSUPPORTED when libddp was built without MPI.
+std::unique_ptr<Transport> make_mpi_transport(int64_t mpi_comm_fortran);
+
+/// Whether an MPI launcher started this process, or MPI is already running.
+bool mpi_launch_detected();
+
+/// Whether the environment shows an MPI launcher (mpirun, Hydra, PMIx).
+bool launched_by_mpi_launcher();
+
+}  // namespace ddp
