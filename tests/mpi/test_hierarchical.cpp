@@ -85,7 +85,7 @@ TEST(Hierarchical, LargeStepsGoTheHierarchicalWayAndSmallOnesDoNot) {
 TEST(Hierarchical, ResultsAreThoseOfTheFlatWay) {
     for (ddp_op op : {DDP_OP_SUM, DDP_OP_AVG, DDP_OP_MAX})
         for (int64_t count : {ddp::hierarchical_min_bytes / 4 - 1, ddp::hierarchical_min_bytes / 4,
-                              4 * ddp::hierarchical_min_bytes / 4 + 7})
+                              4 * ddp::hierarchical_min_bytes / 4 + 7, (int64_t{17} << 20) / 4 + 3})
             check_allreduce(count, op);
 }
 
