@@ -4,9 +4,11 @@
 
 namespace ddp {
 
-std::vector<std::unique_ptr<HostPlane>> make_planes_in_front(Transport& transport, Clock::time_point deadline) {
+std::vector<std::unique_ptr<HostPlane>> make_planes_in_front(Transport& transport, const PlanesAllowed& allowed,
+                                                             Clock::time_point deadline) {
     std::vector<std::unique_ptr<HostPlane>> planes;
-    if (auto hierarchical = make_hierarchical_plane(transport, deadline)) planes.push_back(std::move(hierarchical));
+    if (allowed.hierarchical)
+        if (auto hierarchical = make_hierarchical_plane(transport, deadline)) planes.push_back(std::move(hierarchical));
     return planes;
 }
 

@@ -11,8 +11,14 @@
 
 namespace ddp {
 
+/// Which of them the user allows (the environment, resolved at ddp_init).
+struct PlanesAllowed {
+    bool hierarchical = true;
+};
+
 /// Best first; empty when none has anything to gain. Collective over the
 /// transport's ranks; `deadline` bounds their setup.
-std::vector<std::unique_ptr<HostPlane>> make_planes_in_front(Transport& transport, Clock::time_point deadline);
+std::vector<std::unique_ptr<HostPlane>> make_planes_in_front(Transport& transport, const PlanesAllowed& allowed,
+                                                             Clock::time_point deadline);
 
 }  // namespace ddp

@@ -2,12 +2,14 @@
 // ranks on a node (tests/multinode's hierarchical_2x2: 2 simulated nodes x 2
 // ranks), allreduce steps from hierarchical_min_bytes up go node reduce ->
 // leaders' allreduce -> node broadcast, with the same results as the flat
-// way; on one node (every other run of this test) the plane is absent. The
+// way; on one node (every other run of this test), and with
+// DDP_HIERARCHICAL=0 (multinode_hierarchical_off_2x2), the plane is absent. The
 // timeline names the plane that moved each step.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -24,14 +26,16 @@ using mpi_test::world;
 namespace {
 
 /// Whether the ranks span several nodes with two or more on some node (the
-/// test's launch decides; every rank computes the same).
-bool spans_nodes_with_neighbours() {
+/// test's launch decides; every rank computes the same), and
+/// DDP_HIERARCHICAL=0 does not turn the plane off.
+bool hierarchical_expected() {
     int32_t local_size = 1;
     ddp_local_size(world, &local_size);
     int32_t words[2] = {local_size < size ? 1 : 0, local_size};
     ddp_tensor tensor{words, 2, DDP_DTYPE_I32, DDP_DEVICE_CPU, 0, 0};
     EXPECT_EQ(ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_MAX, nullptr), DDP_OK) << message();
-    return words[0] == 1 && words[1] >= 2;
+    const char* allowed = std::getenv("DDP_HIERARCHICAL");
+    return words[0] == 1 && words[1] >= 2 && (allowed == nullptr || std::string(allowed) != "0");
 }
 
 /// The planes named by the timeline's transfer events of this rank's file.
@@ -61,7 +65,7 @@ void check_allreduce(int64_t count, ddp_op op) {
 }
 
 TEST(Hierarchical, LargeStepsGoTheHierarchicalWayAndSmallOnesDoNot) {
-    const bool expected = spans_nodes_with_neighbours();
+    const bool expected = hierarchical_expected();
     const std::string path = "/tmp/ddp-hierarchical-" + std::to_string(getppid());
     ASSERT_EQ(ddp_timeline_start(world, path.c_str()), DDP_OK) << message();
     const int64_t large = ddp::hierarchical_min_bytes / 4 + 3;

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "util/dtype.hpp"
-#include "util/env.hpp"
 #include "util/error.hpp"
 
 namespace ddp {
@@ -149,7 +148,7 @@ bool finished_by(std::unique_ptr<Pending> pending, Clock::time_point deadline) {
 
 std::unique_ptr<HostPlane> make_hierarchical_plane(Transport& transport, Clock::time_point deadline) {
     ControlChannel& channel = transport.channel();
-    if (channel.size() == 1 || env_string("DDP_HIERARCHICAL").value_or("1") == "0") return nullptr;
+    if (channel.size() == 1) return nullptr;
     // Whether some rank is on another node than some other, and the most
     // ranks on one node: alike on every rank, so all decide the same.
     std::array<uint64_t, 2> words{channel.local_size() < channel.size() ? 1u : 0u,

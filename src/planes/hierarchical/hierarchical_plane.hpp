@@ -18,7 +18,7 @@ namespace ddp {
 constexpr int64_t hierarchical_min_bytes = int64_t{1} << 20;
 
 /// The hierarchical plane over `transport`'s ranks, or nullptr where it has
-/// nothing to gain (one node, or one rank per node) or DDP_HIERARCHICAL=0.
+/// nothing to gain (one node, or one rank per node).
 /// Collective over the transport's ranks (it splits the transport by node
 /// and into the node leaders); `deadline` bounds the exchange that decides.
 std::unique_ptr<HostPlane> make_hierarchical_plane(Transport& transport, Clock::time_point deadline);
