@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "planes/planes_in_front.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -24,11 +25,25 @@ private:
     std::atomic<bool>& in_use_;
 };
 
+namespace {
+
+/// The priority list of host planes: those in front, then the transport's.
+std::vector<HostPlane*> host_planes(const std::vector<std::unique_ptr<HostPlane>>& in_front, Transport& transport) {
+    std::vector<HostPlane*> planes;
+    for (const auto& plane : in_front) planes.push_back(plane.get());
+    for (HostPlane* plane : transport.host_planes()) planes.push_back(plane);
+    return planes;
+}
+
+}  // namespace
+
 Communicator::Communicator(std::unique_ptr<Transport> transport, std::unique_ptr<DevicePlane> device_plane,
                            const Settings& settings, cuda::GpuAssignment gpu, std::string name)
     : transport_(std::move(transport)),
       device_plane_(std::move(device_plane)),
-      planes_(transport_->host_planes(), device_plane_.get()),
+      planes_in_front_(make_planes_in_front(*transport_, PlanesAllowed{settings.hierarchical},
+                                            deadline_after(settings.timeout_s))),
+      planes_(host_planes(planes_in_front_, *transport_), device_plane_.get()),
       settings_(settings),
       control_(transport_->channel(), settings.timeout_s, settings.stall_warning_s, settings.hang_grace_s,
                static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir, std::move(name),
@@ -136,6 +151,7 @@ void Communicator::stop_taking_part() {
 void Communicator::release(bool peers_present) {
     control_.timeline().stop();  // before the transport goes: the file is complete
     if (device_plane_) device_plane_->finalize(peers_present);  // NCCL before the MPI it was set up over
+    for (const auto& plane : planes_in_front_) plane->finalize(peers_present);
     transport_->finalize(peers_present);
 }
 

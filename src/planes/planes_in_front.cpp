@@ -1,0 +1,15 @@
+#include "planes/planes_in_front.hpp"
+
+#include "planes/hierarchical/hierarchical_plane.hpp"
+
+namespace ddp {
+
+std::vector<std::unique_ptr<HostPlane>> make_planes_in_front(Transport& transport, const PlanesAllowed& allowed,
+                                                             Clock::time_point deadline) {
+    std::vector<std::unique_ptr<HostPlane>> planes;
+    if (allowed.hierarchical)
+        if (auto hierarchical = make_hierarchical_plane(transport, deadline)) planes.push_back(std::move(hierarchical));
+    return planes;
+}
+
+}  // namespace ddp
