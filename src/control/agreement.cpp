@@ -76,15 +76,18 @@ trace::CallSummary summary_of(std::span<const uint64_t> words, uint64_t hash) {
     return summary;
 }
 
-// Whether every rank's hash equals this rank's.
+// Whether every rank's hash equals this rank's; `vote` (when given) becomes
+// the largest any rank passed. Every agreement message has the three
+// words, so that ranks in different calls still read each other's.
 bool hashes_agree(ControlChannel& channel, ControlPlane& control, CallContext& context, uint64_t hash,
-                  const CarriedAllreduce* carried = nullptr) {
-    uint64_t extremes[2] = {hash, ~hash};  // max(hash) and ~min(hash) in one reduction
+                  const CarriedAllreduce* carried = nullptr, uint64_t* vote = nullptr) {
+    uint64_t extremes[3] = {hash, ~hash, vote != nullptr ? *vote : 0};  // max(hash), ~min(hash), max(vote)
     control.wait(context,
                  carried ? channel.start_max_u64_carrying(extremes, carried->data, carried->count, carried->dtype,
                                                           carried->op)
                          : channel.start_max_u64(extremes),
                  WaitStyle::for_peers);
+    if (vote != nullptr) *vote = extremes[2];
     return extremes[0] == ~extremes[1];
 }
 
@@ -132,14 +135,14 @@ int64_t described_bytes(std::span<const uint64_t> words) {
 }
 
 void agree(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
-           const CarriedAllreduce* carried) {
+           const CarriedAllreduce* carried, uint64_t* vote) {
     const uint64_t hash = hash_words(words);
     control.flight_recorder().described(context.sequence, summary_of(words, hash));
     {
         trace::Span span(control.timeline(), carried ? "agreement + small allreduce" : "agreement",
                          trace::Row::work, context.sequence);
         if (span.on() && carried) span.event().bytes = carried->count * static_cast<int64_t>(element_size(carried->dtype));
-        if (!hashes_agree(channel, control, context, hash, carried))
+        if (!hashes_agree(channel, control, context, hash, carried, vote))
             throw mismatch(channel, control, context, words, explain);
     }
     control.flight_recorder().agreed(context.sequence);

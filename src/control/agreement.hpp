@@ -47,10 +47,13 @@ struct CarriedAllreduce {
 };
 
 /// Agrees on the encoded call `words` (from encode), carrying `carried`
-/// when given. Throws DDP_ERR_MISMATCH when ranks differ, DDP_ERR_TIMEOUT
-/// past the deadline.
+/// when given. `vote`, when given, is this rank's word on a fact that may
+/// differ between ranks without making the calls differ (whether its
+/// tensors lie in one region of memory): it comes back as the largest word
+/// any rank passed, in the same message. Throws DDP_ERR_MISMATCH when
+/// ranks differ, DDP_ERR_TIMEOUT past the deadline.
 void agree(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
-           const CarriedAllreduce* carried = nullptr);
+           const CarriedAllreduce* carried = nullptr, uint64_t* vote = nullptr);
 
 /// One sentence saying how rank a's words differ from rank b's.
 using ExplainDifference =

@@ -37,6 +37,10 @@ struct AbortNotice {
 /// message on every transport (shared memory's eager limit is 4 KiB).
 constexpr int64_t max_carried_bytes = 2048;
 
+/// The words of agreement's messages (control/agreement.cpp), which carry
+/// up to max_carried_bytes beside them.
+constexpr size_t max_agreement_words = 3;
+
 class ControlChannel {
 public:
     virtual ~ControlChannel() = default;

@@ -20,6 +20,12 @@ const char* plane_name(Communicator& comm, const CollectiveCall& call, bool carr
     return comm.transport().name();
 }
 
+// Whether the call runs a fusion plan over its tensors in place (allreduce,
+// reduce, broadcast, sync_optimizer_state), where one region is one step.
+bool in_place_planned(const CollectiveRules& rules, const CollectiveCall& call) {
+    return rules.planned && call.outputs.empty() && !call.on_device;
+}
+
 }  // namespace
 
 void run_collective(Communicator& comm, const CollectiveCall& call) {
@@ -38,7 +44,10 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
         if (!call.names.empty()) span.event().names = trace::names_json(call.names);
     }
     if (carried != 0) return rules.in_agreement(comm, context, call, words, carried);
-    agree(comm.channel(), control, context, words);
+    // Whether some rank's tensors are not one region (voted in agreement's
+    // message: addresses differ between ranks, the steps they take may not).
+    uint64_t scattered = in_place_planned(rules, call) && lies_in_one_region(call.tensors) ? 0 : 1;
+    agree(comm.channel(), control, context, words, nullptr, &scattered);
     if (comm.size() == 1 && call.outputs.empty()) {  // one rank: every result is the input
         if (call.identical != nullptr) *call.identical = true;
         if (call.gpu_request) call.gpu_request->state->complete(DDP_OK, "");
@@ -51,7 +60,7 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
         if (call.on_device)
             run_device_data_phase(comm, context, call, words);
         else
-            run_host_data_phase(comm, context, call, words);
+            run_host_data_phase(comm, context, call, words, scattered == 0);
     } catch (const Error& error) {
         if (error.status() != DDP_ERR_TIMEOUT) control.abort(std::string(error.what()));
         throw;
@@ -62,9 +71,10 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
 }
 
 void run_host_data_phase(Communicator& comm, CallContext& context, const CollectiveCall& call,
-                         std::span<const uint64_t> words) {
+                         std::span<const uint64_t> words, bool one_region) {
     const CollectiveRules& rules = rules_for(call.kind);
     if (!rules.planned) return rules.host(comm, context, call, FusionPlan{});
+    if (one_region && in_place_planned(rules, call)) return rules.host(comm, context, call, one_region_plan(call.tensors));
     rules.host(comm, context, call,
                comm.plans().plan(words, call.tensors, policy_for_bucket_bytes(call.fusion_bytes)));
 }

@@ -61,9 +61,11 @@ struct CollectiveCall {
 void run_collective(Communicator& comm, const CollectiveCall& call);
 
 /// What follows agreement: the data phase of a host call (device calls
-/// staged through host memory end here too).
+/// staged through host memory end here too). `one_region`: the call's
+/// tensors lie in one region of memory on every rank (then an in-place
+/// collective moves them in one step).
 void run_host_data_phase(Communicator& comm, CallContext& context, const CollectiveCall& call,
-                         std::span<const uint64_t> words);
+                         std::span<const uint64_t> words, bool one_region);
 
 /// sync_optimizer_state's scalars (host doubles) from root to every rank,
 /// over the host channel, whatever carries the leaves.

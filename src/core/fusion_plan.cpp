@@ -60,4 +60,31 @@ FusionPlan plan_fusion(std::span<const ddp_tensor> tensors, const FusionPolicy& 
     return plan;
 }
 
+bool lies_in_one_region(std::span<const ddp_tensor> tensors) {
+    const std::byte* next = nullptr;
+    int32_t dtype = -1;
+    size_t members = 0;
+    for (const ddp_tensor& tensor : tensors) {
+        if (tensor.count == 0) continue;
+        if (next != nullptr && (tensor.data != next || tensor.dtype != dtype)) return false;
+        next = static_cast<const std::byte*>(tensor.data) + byte_size(tensor);
+        dtype = tensor.dtype;
+        ++members;
+    }
+    return members >= 2;
+}
+
+FusionPlan one_region_plan(std::span<const ddp_tensor> tensors) {
+    FusionPlan plan;
+    int64_t elements = 0;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        if (tensors[i].count == 0) continue;
+        plan.members.push_back(static_cast<int64_t>(i));
+        elements += tensors[i].count;
+    }
+    const ddp_dtype dtype = dtype_of(tensors[static_cast<size_t>(plan.members.front())]);
+    plan.steps.push_back(PlanStep{dtype, true, elements, 0, plan.members.size()});
+    return plan;  // largest_bucket_bytes stays 0: the step runs in place
+}
+
 }  // namespace ddp

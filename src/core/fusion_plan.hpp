@@ -44,4 +44,13 @@ struct FusionPlan {
 /// Plans a validated list. Empty tensors get no step.
 FusionPlan plan_fusion(std::span<const ddp_tensor> tensors, const FusionPolicy& policy);
 
+/// Whether the list's non-empty tensors (two or more, one dtype) lie back
+/// to back in memory in list order: views of one flat buffer, as
+/// ComponentArrays or a destructured model give.
+bool lies_in_one_region(std::span<const ddp_tensor> tensors);
+
+/// The plan for a list that lies in one region on every rank: one step
+/// over all of it, run in place (no bucket).
+FusionPlan one_region_plan(std::span<const ddp_tensor> tensors);
+
 }  // namespace ddp

@@ -62,7 +62,8 @@ void run_staged(Communicator& comm, CallContext& context, const CollectiveCall& 
     on_host.tensors = staged;
     on_host.outputs = staged_outputs;
     on_host.on_device = false;
-    run_host_data_phase(comm, context, on_host, words);
+    // Staged tensors of one dtype lie back to back, alike on every rank.
+    run_host_data_phase(comm, context, on_host, words, lies_in_one_region(staged) && staged_outputs.empty());
     if (crossing.to_device) {
         trace::Span span(comm.control().timeline(), "stage to device", trace::Row::work, context.sequence);
         if (span.on()) span.event().bytes = static_cast<int64_t>(total);

@@ -2,10 +2,17 @@
 // over shared memory and over TCP), checked against a serial reference that
 // the test computes from what every rank contributed.
 #define DDP_EXPERIMENTAL_API  // ddp_report_invalid_call
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <functional>
 #include <limits>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -700,6 +707,83 @@ TEST_F(Mismatch, AsyncRequestReportsIt) {
 }
 
 }  // namespace
+
+// Views of one flat buffer move in one step, in place, when every rank's
+// list is one region; a rank whose list is scattered makes every rank take
+// the fused plan instead (voted in agreement), and results stay exact.
+namespace regions {
+
+// 40 tensors of 1000 to 40000 floats (some above the fusion threshold).
+std::vector<int64_t> counts() {
+    std::vector<int64_t> out;
+    for (int i = 0; i < 40; ++i) out.push_back(1000 + 1000 * (i % 40));
+    return out;
+}
+
+// Transfer events on this rank's timeline while `body` runs.
+int transfers_while(const std::function<void()>& body) {
+    const std::string path = "/tmp/ddp-regions-" + std::to_string(getppid()) + ".json";
+    EXPECT_EQ(ddp_timeline_start(world, path.c_str()), DDP_OK) << message();
+    body();
+    EXPECT_EQ(ddp_timeline_stop(world), DDP_OK) << message();
+    const std::string file = "/tmp/ddp-regions-" + std::to_string(getppid()) + ".rank" + std::to_string(rank) + ".json";
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::remove(file.c_str());
+    int found = 0;
+    for (size_t at = text.str().find("\"name\":\"transfer\""); at != std::string::npos;
+         at = text.str().find("\"name\":\"transfer\"", at + 1))
+        ++found;
+    return found;
+}
+
+// Allreduces the list (views into one buffer when `one_region`, else each
+// tensor in its own vector) and checks the sums exactly.
+void allreduce_list(bool one_region) {
+    const std::vector<int64_t> sizes = counts();
+    int64_t total = 0;
+    for (int64_t c : sizes) total += c;
+    std::vector<float> flat(static_cast<size_t>(total));
+    std::vector<std::vector<float>> separate(sizes.size());
+    std::vector<ddp_tensor> list;
+    int64_t offset = 0;
+    for (size_t t = 0; t < sizes.size(); ++t) {
+        float* data = flat.data() + offset;
+        if (!one_region) {
+            separate[t].resize(static_cast<size_t>(sizes[t]));
+            data = separate[t].data();
+        }
+        for (int64_t i = 0; i < sizes[t]; ++i) data[i] = static_cast<float>((rank + 1) * ((i + static_cast<int64_t>(t)) % 5));
+        list.push_back({data, sizes[t], DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
+        offset += sizes[t];
+    }
+    ASSERT_EQ(ddp_allreduce_tensor_list(world, list.data(), static_cast<int64_t>(list.size()), DDP_OP_AVG, nullptr),
+              DDP_OK)
+        << message();
+    const double ranks_sum = size * (size + 1) / 2.0;
+    for (size_t t = 0; t < sizes.size(); ++t)
+        for (int64_t i = 0; i < sizes[t]; ++i)
+            ASSERT_EQ(static_cast<const float*>(list[t].data)[i],
+                      static_cast<float>(ranks_sum * ((i + static_cast<int64_t>(t)) % 5) / size))
+                << "tensor " << t << " element " << i;
+}
+
+}  // namespace regions
+
+TEST(Regions, ViewsOfOneBufferMoveInOneStep) {
+    const int steps = regions::transfers_while([] { regions::allreduce_list(true); });
+    if (size > 1) EXPECT_EQ(steps, 1);
+}
+
+TEST(Regions, OneScatteredRankMakesEveryRankTakeTheFusedPlan) {
+    const int one = regions::transfers_while([] { regions::allreduce_list(rank != size - 1); });
+    const int scattered = regions::transfers_while([] { regions::allreduce_list(false); });
+    if (size > 1) {
+        EXPECT_GT(scattered, 1);
+        EXPECT_EQ(one, scattered);  // the same steps as a fully scattered call, on every rank
+    }
+}
 
 int main(int argc, char** argv) {
     mpi_test::start(argc, argv);

@@ -360,7 +360,7 @@ public:
                                         static_cast<size_t>(count) * element_size(dtype));
         // Agreement's messages all have room for the most a peer may carry:
         // a peer in another call sends words of its own, and must be read.
-        const size_t capacity = std::max(values.size_bytes(), 2 * sizeof(uint64_t) + max_carried_bytes);
+        const size_t capacity = std::max(values.size_bytes(), max_agreement_words * sizeof(uint64_t) + max_carried_bytes);
         return std::make_unique<RecursiveDoubling>(
             comm_, rank_, size_, next_tag(), values, data,
             MessageData{static_cast<int>(count), mpi_type(dtype), op_for(dtype, op)}, capacity,
