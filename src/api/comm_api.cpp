@@ -6,7 +6,6 @@
 #include <string>
 
 #include "api/boundary.hpp"
-#include "api/collective_call.hpp"
 #include "api/options.hpp"
 #include "api/validate.hpp"
 #include "core/comm_registry.hpp"
