@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "planes/transport.hpp"
+#include "planes/host_plane.hpp"
 #include "util/dtype.hpp"
 
 namespace ddp {

@@ -1,0 +1,94 @@
+#include "core/async_dispatch.hpp"
+
+#include <string>
+#include <vector>
+
+#include "core/device_collectives.hpp"
+#include "core/dispatch.hpp"
+#include "trace/timeline.hpp"
+#include "util/dtype.hpp"
+#include "util/error.hpp"
+
+namespace ddp {
+
+namespace {
+
+/// An async call on the GPU: enqueued on the caller's stream now, in call
+/// order; the watchdog completes the request when the GPU is done. Errors
+/// of the operation (mismatch, timeout) go to the request, as they would
+/// from the background thread.
+Request start_on_gpu(Communicator& comm, CollectiveCall& call) {
+    call.gpu_request = std::make_shared<GpuRequest>();
+    try {
+        comm.run([&] { run_collective(comm, call); });
+    } catch (const Error& error) {
+        if (error.status() == DDP_ERR_INVALID_ARGUMENT) throw;  // another thread is inside: refused, as in submit
+        call.gpu_request->state->complete(error.status(), error.what());
+    }
+    return Request{call.gpu_request->state, call.gpu_request->event};
+}
+
+/// An async call on the communicator's background thread. Device buffers
+/// staged through the host start there once the caller's stream has
+/// reached the call (an event recorded now), on libddp's own stream.
+Request start_in_background(Communicator& comm, CollectiveCall call) {
+    // The caller may free its arrays.
+    std::vector<ddp_tensor> owned(call.tensors.begin(), call.tensors.end());
+    std::vector<ddp_tensor> owned_outputs(call.outputs.begin(), call.outputs.end());
+    // The names too, when a timeline will show them.
+    trace::Timeline& timeline = comm.control().timeline();
+    auto names = std::make_shared<std::vector<std::string>>();
+    if (timeline.on())
+        for (const char* name : call.names) names->push_back(name != nullptr ? name : "");
+    const int64_t queued_ns = timeline.on() ? trace::now_ns() : 0;
+    std::shared_ptr<cuda::Event> reached;
+    if (call.on_device) {
+        try {
+            const cuda::DeviceScope on_device(comm.device());  // the event must be on the stream's GPU
+            reached = std::make_shared<cuda::Event>();
+            reached->record(call.stream);
+        } catch (const Error& error) {
+            // Before agreement: the peers learn of it there, instead of waiting.
+            reject_invalid_call(comm, call.kind, call.timeout_s, error);
+        }
+    }
+    auto state = comm.submit([&comm, owned = std::move(owned), owned_outputs = std::move(owned_outputs), reached, call,
+                              names, queued_ns]() mutable {
+        call.tensors = owned;
+        call.outputs = owned_outputs;
+        std::vector<const char*> name_pointers;
+        for (const std::string& name : *names) name_pointers.push_back(name.c_str());
+        call.names = name_pointers;
+        trace::Timeline& timeline = comm.control().timeline();
+        if (timeline.on() && queued_ns != 0) {
+            trace::Event queued;
+            queued.name = "queued";
+            queued.tid = trace::thread_row(trace::Row::queue);
+            queued.ts_ns = queued_ns;
+            queued.dur_ns = trace::now_ns() - queued_ns;
+            queued.bytes = 0;
+            for (const ddp_tensor& tensor : call.tensors) queued.bytes += static_cast<int64_t>(byte_size(tensor));
+            timeline.record(std::move(queued));
+        }
+        if (reached) {
+            call.stream = comm.own_stream();
+            reached->make_wait(call.stream);
+        }
+        run_collective(comm, call);
+    });
+    return Request{std::move(state), nullptr};
+}
+
+}  // namespace
+
+Request start_collective(Communicator& comm, CollectiveCall call) {
+    return runs_on_gpu(comm, call) ? start_on_gpu(comm, call) : start_in_background(comm, std::move(call));
+}
+
+void throw_if_failed(RequestState& state) {
+    std::string message;
+    const ddp_status status = state.wait(message);
+    if (status != DDP_OK) fail(status, message);
+}
+
+}  // namespace ddp

@@ -1,0 +1,73 @@
+#include "core/comm_registry.hpp"
+
+#include <algorithm>
+#include <mutex>
+
+#include "util/error.hpp"
+
+namespace ddp {
+
+namespace {
+
+std::mutex registry_mutex;
+bool world_live = false;  // guarded by registry_mutex
+
+/// Every handle handed out, kept until the process ends (guarded by registry_mutex).
+std::vector<std::unique_ptr<CommHandle>>& handles() {
+    static std::vector<std::unique_ptr<CommHandle>> all;
+    return all;
+}
+
+}  // namespace
+
+CommHandle& add_world(const std::function<std::unique_ptr<Communicator>()>& start) {
+    std::lock_guard lock(registry_mutex);
+    if (world_live)
+        fail(DDP_ERR_ALREADY_INITIALIZED,
+             "ddp_init was called while the world from an earlier ddp_init is still live "
+             "(call ddp_finalize first, or reuse that communicator)");
+    auto handle = std::make_unique<CommHandle>();
+    handle->live = start();
+    world_live = true;
+    handles().push_back(std::move(handle));
+    return *handles().back();
+}
+
+CommHandle* add_split(CommHandle& parent, const SplitRequest& request) {
+    CommHandle* added = nullptr;
+    parent.live->run([&] {
+        std::unique_ptr<Communicator> made = split_communicator(*parent.live, request);
+        if (!made) return;
+        auto sub = std::make_unique<CommHandle>();
+        sub->live = std::move(made);
+        sub->world = parent.world != nullptr ? parent.world : &parent;
+        std::lock_guard lock(registry_mutex);
+        sub->world->subs.push_back(sub.get());
+        added = sub.get();
+        handles().push_back(std::move(sub));
+    });
+    return added;
+}
+
+void finalize_world(CommHandle& world) {
+    std::lock_guard lock(registry_mutex);
+    if (!world.live) return;  // already finalized
+    std::vector<Communicator*> subs;
+    for (CommHandle* sub : world.subs) subs.push_back(sub->live.get());
+    // Refused (nothing released) while another thread is inside a call on it or on a sub.
+    world.live->finalize(subs);
+    for (CommHandle* sub : world.subs) std::unique_ptr<Communicator> released = std::move(sub->live);
+    world.subs.clear();
+    std::unique_ptr<Communicator> communicator = std::move(world.live);
+    world_live = false;
+}
+
+void free_sub(CommHandle& sub) {
+    if (!sub.live) return;  // already freed (or finalized with its world)
+    sub.live->finalize();   // refused (nothing released) while another thread is inside a call on it
+    std::lock_guard lock(registry_mutex);
+    std::erase(sub.world->subs, &sub);
+    std::unique_ptr<Communicator> released = std::move(sub.live);
+}
+
+}  // namespace ddp

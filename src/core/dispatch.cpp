@@ -1,0 +1,36 @@
+#include "core/dispatch.hpp"
+
+#include <string>
+
+namespace ddp {
+
+void run_blocking(Communicator& comm, const CollectiveCall& call) {
+    comm.run([&] { run_collective(comm, call); });
+}
+
+void report_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s, const Error& invalid) {
+    try {
+        announce_invalid_call(comm, kind, timeout_s, invalid.what());
+    } catch (const Error&) {
+        // A broken communicator: the validation error is still the one to report.
+    }
+    throw Error(invalid.status(), "rank " + std::to_string(comm.channel().rank()) + ": " + invalid.what());
+}
+
+void reject_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s, const Error& invalid) {
+    comm.run([&] { report_invalid_call(comm, kind, timeout_s, invalid); });
+    throw invalid;  // not reached: report_invalid_call throws
+}
+
+void announce_binding_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s,
+                                   std::string_view reason) {
+    comm.run([&] {
+        try {
+            announce_invalid_call(comm, kind, timeout_s, reason);
+        } catch (const Error&) {
+            // A broken communicator: the binding's own error is still the one to report.
+        }
+    });
+}
+
+}  // namespace ddp

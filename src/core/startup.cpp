@@ -1,0 +1,72 @@
+#include "core/startup.hpp"
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "control/startup.hpp"
+#include "core/settings.hpp"
+#include "core/trace_calls.hpp"
+#include "device/cuda/cuda.hpp"
+#include "planes/factory.hpp"
+#include "planes/nccl/nccl_plane.hpp"
+#include "util/error.hpp"
+#include "util/log.hpp"
+
+namespace ddp {
+
+namespace {
+
+// After a failed start, how long a rank waits for its peers to fail too.
+constexpr double failed_start_wait_s = 10;
+
+std::unique_ptr<Communicator> started_world(const ddp_init_options& opts) {
+    // A rank with a bad option or environment still starts the transport,
+    // so that every rank's ddp_init fails together (see Settings).
+    std::optional<Error> invalid;
+    Settings settings;
+    try {
+        settings = resolve_settings(opts);
+    } catch (const Error& error) {
+        invalid = error;
+        settings.backend = fallback_backend(opts);
+    }
+    std::unique_ptr<Transport> transport = make_transport(settings.backend, opts.mpi_comm_fortran);
+    std::unique_ptr<DevicePlane> device_plane;
+    cuda::GpuAssignment gpu;
+    try {
+        fail_together(transport->channel(), invalid, settings.timeout_s, DDP_ERR_MISMATCH,
+                      "could not start libddp (their ddp_init returned DDP_ERR_INVALID_ARGUMENT naming the "
+                      "option or environment variable), so no rank starts");
+        set_log_threshold(settings.log_threshold);
+        gpu = cuda::assign_gpu(transport->channel().local_rank());
+        if (settings.backend == DDP_BACKEND_NCCL) device_plane = make_nccl_plane(*transport, gpu, settings.timeout_s);
+    } catch (const Error&) {
+        transport->finalize(all_reach(transport->channel(), failed_start_wait_s));
+        throw;
+    }
+    auto world =
+        std::make_unique<Communicator>(std::move(transport), std::move(device_plane), settings, std::move(gpu));
+    if (!settings.timeline_path.empty()) {  // DDP_TIMELINE: every rank starts it here, together
+        try {
+            start_timeline(*world, settings.timeline_path);
+        } catch (const Error& error) {
+            world->finalize();
+            fail(error.status(), "DDP_TIMELINE: " + std::string(error.what()));
+        }
+    }
+    const ControlChannel& started = world->channel();
+    log_line(started.rank(), started.size(), DDP_LOG_DEBUG,
+             std::string("initialized backend ") + world->backend_name() + ", local rank " +
+                 std::to_string(started.local_rank()) + " of " + std::to_string(started.local_size()) +
+                 ", device " + std::to_string(world->device()));
+    return world;
+}
+
+}  // namespace
+
+CommHandle& start_world(const ddp_init_options& opts) {
+    return add_world([&] { return started_world(opts); });
+}
+
+}  // namespace ddp

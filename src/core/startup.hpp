@@ -1,0 +1,18 @@
+// ddp_init's start of the world: the settings from the options and the
+// environment, the backend they choose, the rank's GPU, NCCL over the host
+// backend, and the timeline when DDP_TIMELINE asks for one. Every rank
+// fails together (control/startup's exchange), and a failed start waits a
+// bounded time for its peers before it releases the backend.
+#pragma once
+
+#include "core/comm_registry.hpp"
+#include "ddp/ddp.h"
+
+namespace ddp {
+
+/// Starts the world for checked `opts` and registers its handle. Throws
+/// DDP_ERR_ALREADY_INITIALIZED while an earlier world is live, and on every
+/// rank together the error that stopped any rank's start.
+CommHandle& start_world(const ddp_init_options& opts);
+
+}  // namespace ddp

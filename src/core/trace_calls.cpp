@@ -1,0 +1,55 @@
+#include "core/trace_calls.hpp"
+
+#include "control/agreement.hpp"
+#include "core/dispatch.hpp"
+#include "trace/clock_sync.hpp"
+#include "trace/timeline.hpp"
+#include "util/error.hpp"
+
+namespace ddp {
+
+void start_timeline(Communicator& comm, const std::string& path) {
+    comm.run([&] {
+        ControlChannel& channel = comm.channel();
+        ControlPlane& control = comm.control();
+        trace::Timeline& timeline = control.timeline();
+        try {
+            timeline.open(trace::per_rank_path(path, channel.rank()), channel.rank(), channel.size(),
+                          comm.backend_name());
+        } catch (const Error& invalid) {
+            report_invalid_call(comm, CollectiveKind::timeline_start, 0, invalid);
+        }
+        try {
+            CallContext context = control.begin(CollectiveKind::timeline_start, 0);
+            CallScope scope(control);
+            const int64_t started_ns = trace::now_ns();
+            agree(channel, control, context, encode(CallDescription{CollectiveKind::timeline_start, DDP_OP_SUM, 0, 0, 0, {}}));
+            timeline.start(trace::measure_clock_offset(channel, control, context));
+            trace::Event call;
+            call.name = kind_name(static_cast<uint64_t>(CollectiveKind::timeline_start));
+            call.tid = trace::thread_row(trace::Row::calls);
+            call.ts_ns = started_ns;
+            call.dur_ns = trace::now_ns() - started_ns;
+            call.sequence = context.sequence;
+            call.plane = comm.backend_name();
+            timeline.record(std::move(call));
+        } catch (...) {
+            timeline.stop();  // closes the file it opened
+            throw;
+        }
+    });
+}
+
+void stop_timeline(Communicator& comm) {
+    comm.run_reducer_call([&] {
+        comm.drain_async();  // the queued requests' events belong in the file
+        comm.control().timeline().stop();
+    });
+}
+
+void dump_flight_recorder(Communicator& comm, const char* path) {
+    const std::string file = path != nullptr ? trace::per_rank_path(path, comm.rank()) : std::string();
+    comm.control().flight_recorder().dump("ddp_dump_flight_recorder", file);
+}
+
+}  // namespace ddp
