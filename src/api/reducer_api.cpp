@@ -82,14 +82,14 @@ DDP_API ddp_status ddp_reducer_mark_ready(ddp_reducer* reducer, int64_t index) {
     return guarded([&] {
         Reducer& r = live_reducer(reducer);
         checked_gradient_index(r, index);
-        live_comm(reducer->comm).run_reducer_call([&] { r.mark_ready(index); });
+        live_comm(reducer->comm).run_unordered([&] { r.mark_ready(index); });
     });
 }
 
 DDP_API ddp_status ddp_reducer_wait(ddp_reducer* reducer) {
     return guarded([&] {
         Reducer& r = live_reducer(reducer);
-        live_comm(reducer->comm).run_reducer_call([&] { r.wait(); });
+        live_comm(reducer->comm).run_unordered([&] { r.wait(); });
     });
 }
 
@@ -97,7 +97,7 @@ DDP_API ddp_status ddp_reducer_fail_step(ddp_reducer* reducer, const char* reaso
     return guarded([&] {
         Reducer& r = live_reducer(reducer);
         try {
-            live_comm(reducer->comm).run_reducer_call([&] { r.wait(std::string_view(reason != nullptr ? reason : "")); });
+            live_comm(reducer->comm).run_unordered([&] { r.wait(std::string_view(reason != nullptr ? reason : "")); });
         } catch (const Error& error) {
             // The step ended, as a mismatch (what it is for) or broken: the binding reports its own error.
             if (error.status() == DDP_ERR_INVALID_ARGUMENT) throw;  // refused: another thread is inside, or another reducer's step is open
@@ -112,11 +112,10 @@ DDP_API ddp_status ddp_reducer_free(ddp_reducer* reducer) {
         const bool comm_live = handle != nullptr && handle->magic == CommHandle::expected_magic && handle->live;
         if (!comm_live) {  // the communicator is gone: nothing can be in flight any more
             std::unique_ptr<ddp_reducer> owned(reducer);
-            owned->reducer->communicator_gone();
             return;
         }
         // Refused (and nothing freed) while another thread is inside a call on the communicator.
-        handle->live->run_reducer_call([&] {
+        handle->live->run_unordered([&] {
             std::unique_ptr<ddp_reducer> owned(reducer);
             if (owned->reducer->step_open()) owned->reducer->wait();
         });

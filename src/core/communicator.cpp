@@ -63,30 +63,32 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, std::unique_ptr
 
 Communicator::~Communicator() = default;
 
-namespace {
-void refuse_during_reducer_step(bool open) {
-    if (open)
-        fail(DDP_ERR_INVALID_ARGUMENT,
-             "a reducer step is open on this communicator (gradients were marked ready): call ddp_reducer_wait "
-             "before any other collective, so that no collective interleaves with the bucket reductions");
+void Communicator::refuse_during_exclusive_span() const {
+    if (const std::shared_ptr<const ExclusiveSpan> span = exclusive_span_.lock())
+        fail(DDP_ERR_INVALID_ARGUMENT, std::string(span->refusal));
 }
-}  // namespace
+
+std::shared_ptr<const Communicator::ExclusiveSpan> Communicator::open_exclusive_span(std::string_view refusal) {
+    auto span = std::make_shared<const ExclusiveSpan>(ExclusiveSpan{refusal});
+    exclusive_span_ = span;
+    return span;
+}
 
 void Communicator::run(const std::function<void()>& collective) {
     Entry entry(in_use_);
-    refuse_during_reducer_step(reducer_step_owner_ != nullptr);
+    refuse_during_exclusive_span();
     worker_.drain();
     collective();
 }
 
-void Communicator::run_reducer_call(const std::function<void()>& call) {
+void Communicator::run_unordered(const std::function<void()>& call) {
     Entry entry(in_use_);
     call();
 }
 
 std::shared_ptr<RequestState> Communicator::submit(std::function<void()> collective) {
     Entry entry(in_use_);
-    refuse_during_reducer_step(reducer_step_owner_ != nullptr);
+    refuse_during_exclusive_span();
     control_.require_usable(channel().allows_concurrent_calls());  // the worker may be inside the transport
     if (!channel().allows_background_thread())
         fail(DDP_ERR_UNSUPPORTED,

@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "control/control_plane.hpp"
@@ -57,21 +58,30 @@ public:
     void run(const std::function<void()>& collective);
     /// Queues a collective for the background worker.
     std::shared_ptr<RequestState> submit(std::function<void()> collective);
-    /// Runs a reducer call on the caller's thread (one thread at a time, as
-    /// run()); allowed while a reducer step is open, unlike run().
-    void run_reducer_call(const std::function<void()>& call);
+    /// Runs `call` on the caller's thread, one thread at a time as run(), but
+    /// outside the collectives' order: it neither waits for earlier async
+    /// requests nor is refused while an exclusive span is open. For the calls
+    /// of a multi-call operation that continue its span (they check that they
+    /// hold it) and for calls that start no collective.
+    void run_unordered(const std::function<void()>& call);
     /// Waits until every async request started earlier has finished.
     void drain_async() { worker_.drain(); }
-    /// Has the worker drive an operation the caller started (a reducer's
-    /// bucket), so it progresses while the caller computes.
-    std::shared_ptr<RequestState> drive_in_background(std::function<void()> job) {
-        return worker_.submit(std::move(job));
-    }
-    /// The reducer whose step is open (nullptr: none). While one is open, no
-    /// other collective, and no other reducer's step, may start: it would
-    /// interleave with the bucket reductions.
-    const void* reducer_step_owner() const { return reducer_step_owner_; }
-    void set_reducer_step_owner(const void* owner) { reducer_step_owner_ = owner; }
+    /// The background thread of async requests; a multi-call operation may
+    /// also have it drive what it started (a reducer's bucket reductions), so
+    /// that they progress while the caller computes.
+    AsyncWorker& worker() { return worker_; }
+
+    /// What a multi-call operation (a reducer's step) holds while no other
+    /// collective may start on the communicator: it would interleave with
+    /// the operation's transfers. run() and submit() refuse meanwhile, with
+    /// `refusal` (a literal) as the error message. The span closes when its
+    /// last holder lets it go, which is safe after the communicator is gone.
+    struct ExclusiveSpan {
+        std::string_view refusal;
+    };
+    /// Opens an exclusive span; the caller checks exclusive_span_open() first.
+    [[nodiscard]] std::shared_ptr<const ExclusiveSpan> open_exclusive_span(std::string_view refusal);
+    bool exclusive_span_open() const { return !exclusive_span_.expired(); }
 
     /// A scratch buffer of at least `bytes`, kept between calls.
     std::span<std::byte> fusion_buffer(size_t bytes);
@@ -96,6 +106,8 @@ public:
 private:
     /// Marks the communicator in use by the calling thread for one entry.
     class Entry;
+    /// Fails with the open exclusive span's refusal, if one is open.
+    void refuse_during_exclusive_span() const;
     /// Whether every rank reaches finalize: waits up to the timeout, or
     /// less after a timeout when a silent peer shows it is gone.
     bool peers_reach_finalize();
@@ -112,7 +124,7 @@ private:
     ControlPlane control_;
     cuda::GpuAssignment gpu_;
     std::atomic<bool> in_use_{false};
-    const void* reducer_step_owner_ = nullptr;  // touched only by the thread holding in_use_
+    std::weak_ptr<const ExclusiveSpan> exclusive_span_;  // touched only by the thread holding in_use_
     std::vector<std::byte> buffer_;
     cuda::PinnedBuffer staging_;
     std::unique_ptr<cuda::Stream> own_stream_;

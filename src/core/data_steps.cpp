@@ -4,6 +4,23 @@
 
 namespace ddp {
 
+namespace {
+
+/// An operation together with the memory it writes into, which lives as
+/// long as the operation does.
+class HoldingMemory final : public Pending {
+public:
+    HoldingMemory(std::unique_ptr<Pending> operation, std::shared_ptr<void> memory)
+        : memory_(std::move(memory)), operation_(std::move(operation)) {}
+    bool test() override { return operation_->test(); }
+
+private:
+    std::shared_ptr<void> memory_;
+    std::unique_ptr<Pending> operation_;  // declared last: goes before its memory
+};
+
+}  // namespace
+
 int64_t step_bytes(const PlanStep& step) { return step.elements * static_cast<int64_t>(element_size(step.dtype)); }
 
 void describe_step(trace::Span& span, const FusionPlan& plan, const PlanStep& step, size_t index,
@@ -34,6 +51,16 @@ void record_transfer(Communicator& comm, const CallContext& context, const Fusio
 
 double avg_divisor(Communicator& comm, ddp_op op) {
     return op == DDP_OP_AVG ? static_cast<double>(comm.size()) : 1.0;
+}
+
+std::unique_ptr<Pending> start_allreduce_step(Communicator& comm, void* data, int64_t count, ddp_dtype dtype,
+                                              ddp_op op, std::shared_ptr<void> memory, const char** plane_name) {
+    const int64_t bytes = count * static_cast<int64_t>(element_size(dtype));
+    HostPlane& plane = comm.planes().host_for(DataOp::allreduce, dtype, backend_op(op), bytes);
+    if (plane_name != nullptr) *plane_name = plane.name();
+    std::unique_ptr<Pending> operation = plane.start_allreduce(data, count, dtype, backend_op(op));
+    if (!memory || !operation) return operation;
+    return std::make_unique<HoldingMemory>(std::move(operation), std::move(memory));
 }
 
 }  // namespace ddp

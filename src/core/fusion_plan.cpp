@@ -1,6 +1,7 @@
 #include "core/fusion_plan.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "util/dtype.hpp"
@@ -15,6 +16,10 @@ constexpr int64_t small_tensor_bytes = 64 * 1024;
 
 FusionPolicy policy_for_bucket_bytes(int64_t bucket_bytes) {
     return FusionPolicy{bucket_bytes, std::min(bucket_bytes, small_tensor_bytes)};
+}
+
+FusionPolicy gradient_bucket_policy(int64_t bucket_bytes) {
+    return FusionPolicy{bucket_bytes, std::numeric_limits<int64_t>::max(), PlanOrder::reverse};
 }
 
 FusionPlan plan_fusion(std::span<const ddp_tensor> tensors, const FusionPolicy& policy) {
@@ -41,7 +46,8 @@ FusionPlan plan_fusion(std::span<const ddp_tensor> tensors, const FusionPolicy& 
         bucket = OpenBucket{};
     };
 
-    for (size_t i = 0; i < tensors.size(); ++i) {
+    for (size_t k = 0; k < tensors.size(); ++k) {
+        const size_t i = policy.order == PlanOrder::reverse ? tensors.size() - 1 - k : k;
         const ddp_tensor& tensor = tensors[i];
         if (tensor.count == 0) continue;
         const int64_t size = static_cast<int64_t>(element_size(dtype_of(tensor)));
@@ -52,7 +58,9 @@ FusionPlan plan_fusion(std::span<const ddp_tensor> tensors, const FusionPolicy& 
             continue;
         }
         OpenBucket& bucket = open[dtype_of(tensor)];
-        if ((bucket.elements + tensor.count) * size > policy.bucket_bytes) close(dtype_of(tensor), bucket);
+        // In elements, so nothing overflows: a bucket never exceeds
+        // bucket_bytes unless it holds one tensor, whose bytes validation bounded.
+        if (bucket.elements + tensor.count > policy.bucket_bytes / size) close(dtype_of(tensor), bucket);
         bucket.members.push_back(index);
         bucket.elements += tensor.count;
     }

@@ -12,15 +12,28 @@
 
 namespace ddp {
 
+/// The order in which tensors fill buckets, and so the order of the steps.
+enum class PlanOrder {
+    list,     ///< as listed: a call's tensors are all ready at once
+    reverse,  ///< last first: a backward pass produces the last layer's gradients first
+};
+
 struct FusionPolicy {
     /// Largest bucket in bytes; <= 0 turns fusion off.
     int64_t bucket_bytes;
     /// Tensors with fewer bytes than this are fused; the others go in place.
     int64_t small_bytes;
+    PlanOrder order = PlanOrder::list;
 };
 
 /// The policy libddp uses for a given bucket size (see fusion_plan.cpp).
 FusionPolicy policy_for_bucket_bytes(int64_t bucket_bytes);
+
+/// The policy of persistent gradient buckets (the reducer): every tensor
+/// goes in a bucket (the buckets are the gradients' storage, so nothing
+/// runs in place), filled in reverse order so that the buckets complete in
+/// the order a backward pass marks them.
+FusionPolicy gradient_bucket_policy(int64_t bucket_bytes);
 
 /// One backend call: a bucket of several tensors, or one tensor in place.
 struct PlanStep {
@@ -41,7 +54,9 @@ struct FusionPlan {
     }
 };
 
-/// Plans a validated list. Empty tensors get no step.
+/// Plans a validated list. Empty tensors get no step. Steps come in the
+/// order their buckets close (an in-place tensor at once): with
+/// PlanOrder::reverse, roughly the order a backward pass completes them.
 FusionPlan plan_fusion(std::span<const ddp_tensor> tensors, const FusionPolicy& policy);
 
 /// Whether the list's non-empty tensors (two or more, one dtype) lie back

@@ -1,6 +1,5 @@
 #include "core/reducer.hpp"
 
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -8,6 +7,7 @@
 #include <vector>
 
 #include "control/agreement.hpp"
+#include "core/data_steps.hpp"
 #include "device/cpu/elementwise.hpp"
 #include "util/dtype.hpp"
 #include "util/error.hpp"
@@ -56,16 +56,10 @@ std::string explain_marks(std::span<const uint64_t> a, int rank_a, std::span<con
     return "reducer step #" + std::to_string(step) + ": ranks marked different gradients";
 }
 
-/// Bucket memory a failed step may still be written into, kept until the
-/// backend is finalized (or the process ends).
-class KeptBucket final : public Pending {
-public:
-    explicit KeptBucket(std::vector<std::byte> storage) : storage_(std::move(storage)) {}
-    bool test() override { return false; }
-
-private:
-    std::vector<std::byte> storage_;
-};
+/// What other collectives get while a step is open.
+constexpr std::string_view step_open_refusal =
+    "a reducer step is open on this communicator (gradients were marked ready): call ddp_reducer_wait before any "
+    "other collective, so that no collective interleaves with the bucket reductions";
 
 }  // namespace
 
@@ -83,62 +77,44 @@ Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_
     CallScope scope(control);
     trace::Span span(control.timeline(), "reducer_create", trace::Row::calls, context.sequence);
     if (span.on()) {
-        span.event().plane = comm_.planes().host().front()->name();
+        span.event().plane = comm_.transport().name();
         if (!names.empty()) span.event().names = trace::names_json(names);
     }
-    agree(comm_.channel(), control, context,
-          encode(CallDescription{CollectiveKind::reducer_create, op, 0, bucket_bytes, 0, layout_}));
+    agree_on_call(context);
 
-    // Buckets in reverse list order (a backward pass produces the last
-    // layer's gradients first), one open bucket per dtype, each closed when
-    // the next gradient would take it past bucket_bytes. Compared in
-    // elements, so nothing overflows: a bucket never exceeds bucket_bytes
-    // (an int64_t) unless it holds one gradient, whose bytes validation
-    // already bounded.
-    std::map<ddp_dtype, size_t> open;
-    location_.resize(gradients.size());
-    for (size_t i = gradients.size(); i-- > 0;) {
-        const ddp_tensor& tensor = gradients[i];
-        const ddp_dtype dtype = dtype_of(tensor);
-        const auto width = static_cast<int64_t>(element_size(dtype));
-        auto found = open.find(dtype);
-        if (found == open.end() || buckets_[found->second].elements + tensor.count > bucket_bytes / width) {
-            buckets_.emplace_back().dtype = dtype;
-            found = open.insert_or_assign(dtype, buckets_.size() - 1).first;
+    plan_ = plan_fusion(layout_, gradient_bucket_policy(bucket_bytes));
+    location_.resize(layout_.size());
+    buckets_.resize(plan_.steps.size());
+    for (size_t b = 0; b < plan_.steps.size(); ++b) {
+        const PlanStep& step = plan_.steps[b];
+        int64_t offset = 0;
+        for (int64_t index : plan_.members_of(step)) {
+            location_[static_cast<size_t>(index)] = Location{b, offset};
+            offset += layout_[static_cast<size_t>(index)].count;
         }
-        Bucket& bucket = buckets_[found->second];
-        location_[i] = Location{found->second, bucket.elements, tensor.count, dtype};
-        bucket.elements += tensor.count;
-        ++bucket.member_count;
-        bucket.members.push_back(static_cast<int64_t>(i));
-    }
-    for (Bucket& bucket : buckets_) {
-        bucket.storage.resize(static_cast<size_t>(bucket.elements) * element_size(bucket.dtype));
-        bucket.unmarked = bucket.member_count;
+        buckets_[b].storage = std::make_shared<std::vector<std::byte>>(static_cast<size_t>(step_bytes(step)));
+        buckets_[b].unmarked = step.member_count;
     }
     marked_.assign((gradients.size() + 63) / 64, 0);
 }
 
-Reducer::~Reducer() {
-    if (!transfers_abandoned_) return;
-    for (Bucket& bucket : buckets_) comm_.channel().abandon(std::make_unique<KeptBucket>(std::move(bucket.storage)));
-}
-
-std::vector<uint64_t> Reducer::description() const {
-    return encode(CallDescription{CollectiveKind::reducer_step, op_, 0, bucket_bytes_, 0, layout_});
+void Reducer::agree_on_call(CallContext& context) {
+    agree(comm_.channel(), comm_.control(), context,
+          encode(CallDescription{context.kind, op_, 0, bucket_bytes_, 0, layout_}));
 }
 
 ddp_tensor Reducer::gradient(int64_t index) const {
+    const ddp_tensor& layout = layout_[static_cast<size_t>(index)];
     const Location& where = location_[static_cast<size_t>(index)];
-    const Bucket& bucket = buckets_[where.bucket];
-    auto* start = const_cast<std::byte*>(bucket.storage.data()) +
-                  static_cast<size_t>(where.offset) * element_size(where.dtype);
-    return ddp_tensor{where.count > 0 ? start : nullptr, where.count, where.dtype, DDP_DEVICE_CPU, 0, 0};
+    std::byte* start = where.bucket == Location::no_bucket
+                           ? nullptr
+                           : buckets_[where.bucket].storage->data() +
+                                 static_cast<size_t>(where.offset) * element_size(dtype_of(layout));
+    return ddp_tensor{start, layout.count, layout.dtype, DDP_DEVICE_CPU, 0, 0};
 }
 
 void Reducer::require_step_owner() const {
-    const void* owner = comm_.reducer_step_owner();
-    if (owner != nullptr && owner != this)
+    if (!span_ && comm_.exclusive_span_open())
         fail(DDP_ERR_INVALID_ARGUMENT,
              "another reducer's step is open on this communicator: call ddp_reducer_wait on it first (the steps "
              "of two reducers must not interleave)");
@@ -148,10 +124,10 @@ void Reducer::open_step() {
     if (step_) return;
     comm_.drain_async();  // earlier async requests first: collectives run in one order
     step_ = comm_.control().begin(CollectiveKind::reducer_step, timeout_s_);
-    comm_.set_reducer_step_owner(this);
+    span_ = comm_.open_exclusive_span(step_open_refusal);
     step_started_ns_ = comm_.control().timeline().on() ? trace::now_ns() : 0;
     try {
-        agree(comm_.channel(), comm_.control(), *step_, description());
+        agree_on_call(*step_);
     } catch (...) {
         close_step(false);
         throw;
@@ -166,7 +142,7 @@ void Reducer::mark_ready(int64_t index) {
         fail(DDP_ERR_INVALID_ARGUMENT, "gradient " + std::to_string(index) + " was already marked ready in this step");
     open_step();
     marked_[i / 64] |= uint64_t{1} << (i % 64);
-    --buckets_[location_[i].bucket].unmarked;
+    if (const size_t b = location_[i].bucket; b != Location::no_bucket) --buckets_[b].unmarked;
     if (comm_.control().timeline().on())
         trace::instant(comm_.control().timeline(), "mark_ready", trace::Row::calls, step_->sequence, index, "gradient",
                        name_pointers_.empty() ? std::string() : trace::names_json(name_pointers_, std::span(&index, 1)));
@@ -202,21 +178,18 @@ void Reducer::start_buckets(bool all) {
         trace::Timeline& timeline = comm_.control().timeline();
         bucket.started_ns = timeline.on() ? trace::now_ns() : 0;
         bucket.timeline_row = timeline.on() ? trace::thread_row(trace::Row::transfer, static_cast<int>(b % trace::transfer_lanes)) : 0;
-        if (comm_.size() == 1 || bucket.elements == 0) {
+        if (comm_.size() == 1) {
             bucket.finished = true;
             trace_bucket(b, step_->sequence);
             continue;
         }
-        const ddp_op op = op_ == DDP_OP_AVG ? DDP_OP_SUM : op_;
-        const auto bytes = static_cast<int64_t>(bucket.storage.size());
-        bucket.pending = comm_.planes()
-                             .host_for(DataOp::allreduce, bucket.dtype, op, bytes)
-                             .start_allreduce(bucket.storage.data(), bucket.elements, bucket.dtype, op);
+        bucket.pending = start_allreduce_step(comm_, bucket.storage->data(), plan_.steps[b].elements,
+                                              plan_.steps[b].dtype, op_, bucket.storage, &bucket.plane);
         if (!comm_.channel().allows_concurrent_calls()) continue;
         // The worker tests it while this thread computes the next gradients;
         // std::function needs a copyable job, hence the shared holder.
         auto holder = std::make_shared<std::unique_ptr<Pending>>(std::move(bucket.pending));
-        bucket.driven = comm_.drive_in_background([this, holder, context = *step_, b]() mutable {
+        bucket.driven = comm_.worker().submit([this, holder, context = *step_, b]() mutable {
             comm_.control().wait(context, std::move(*holder), WaitStyle::for_data);
             trace_bucket(b, context.sequence);  // done now, not when the caller notices
         });
@@ -252,6 +225,7 @@ void Reducer::finish_bucket(Bucket& bucket) {
 void Reducer::trace_bucket(size_t b, uint64_t sequence) {
     trace::Timeline& timeline = comm_.control().timeline();
     const Bucket& bucket = buckets_[b];
+    const PlanStep& step = plan_.steps[b];
     if (!timeline.on() || bucket.started_ns == 0) return;  // started before the timeline was
     trace::Event event;
     event.name = "bucket";
@@ -259,10 +233,10 @@ void Reducer::trace_bucket(size_t b, uint64_t sequence) {
     event.ts_ns = bucket.started_ns;
     event.dur_ns = trace::now_ns() - bucket.started_ns;
     event.sequence = sequence;
-    event.bytes = bucket.elements * static_cast<int64_t>(element_size(bucket.dtype));
+    event.bytes = step_bytes(step);
     event.index = static_cast<int64_t>(b);
-    event.plane = comm_.planes().host().front()->name();
-    if (!name_pointers_.empty()) event.names = trace::names_json(name_pointers_, bucket.members);
+    event.plane = *bucket.plane != 0 ? bucket.plane : comm_.transport().name();  // "": it moved nothing
+    if (!name_pointers_.empty()) event.names = trace::names_json(name_pointers_, plan_.members_of(step));
     timeline.record(std::move(event));
 }
 
@@ -272,16 +246,18 @@ void Reducer::wait(std::optional<std::string_view> failure) {
     try {
         start_buckets(true);  // unmarked ones too: no peer may wait for ever
         ControlPlane& control = comm_.control();
-        for (Bucket& bucket : buckets_) {
+        const double divisor = avg_divisor(comm_, op_);
+        for (size_t b = 0; b < buckets_.size(); ++b) {
+            Bucket& bucket = buckets_[b];
             if (!bucket.finished) finish_bucket(bucket);
-            if (op_ == DDP_OP_AVG && comm_.size() > 1) {
+            if (divisor != 1.0) {
+                const PlanStep& step = plan_.steps[b];
                 trace::Span span(control.timeline(), "divide", trace::Row::work, step_->sequence);
                 if (span.on()) {
-                    span.event().index = &bucket - buckets_.data();
-                    span.event().bytes = bucket.elements * static_cast<int64_t>(element_size(bucket.dtype));
+                    span.event().index = static_cast<int64_t>(b);
+                    span.event().bytes = step_bytes(step);
                 }
-                divide_copy(bucket.storage.data(), bucket.storage.data(), bucket.elements, bucket.dtype,
-                            static_cast<double>(comm_.size()));
+                divide_copy(bucket.storage->data(), bucket.storage->data(), step.elements, step.dtype, divisor);
             }
         }
         const uint64_t step = step_->sequence;
@@ -312,12 +288,12 @@ void Reducer::close_step(bool failed) {
             bucket.driven->wait(ignored);
             bucket.driven.reset();
         }
+        // A reduction that did not finish may still write into the bucket,
+        // whose storage it holds.
         if (failed && bucket.pending) comm_.channel().abandon(std::move(bucket.pending));
-        // A reduction that did not finish may still write into the bucket.
-        if (failed && bucket.started && !bucket.finished) transfers_abandoned_ = true;
-        bucket.unmarked = bucket.member_count;
         bucket.started = bucket.finished = false;
     }
+    for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b].unmarked = plan_.steps[b].member_count;
     std::fill(marked_.begin(), marked_.end(), 0);
     next_to_start_ = 0;
     trace::Timeline& timeline = comm_.control().timeline();
@@ -328,16 +304,15 @@ void Reducer::close_step(bool failed) {
         event.ts_ns = step_started_ns_;
         event.dur_ns = trace::now_ns() - step_started_ns_;
         event.sequence = step_->sequence;
-        event.plane = comm_.planes().host().front()->name();
+        event.plane = comm_.transport().name();
         event.failed = failed;
         event.bytes = 0;
-        for (const Bucket& bucket : buckets_)
-            event.bytes += bucket.elements * static_cast<int64_t>(element_size(bucket.dtype));
+        for (const PlanStep& step : plan_.steps) event.bytes += step_bytes(step);
         timeline.record(std::move(event));
     }
     step_.reset();
     comm_.control().end(failed);
-    comm_.set_reducer_step_owner(nullptr);
+    span_.reset();
 }
 
 }  // namespace ddp

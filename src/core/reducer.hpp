@@ -1,7 +1,8 @@
 // Persistent gradient buckets (PyTorch DDP's reducer): a gradient list
-// registered once, whose buckets libddp plans, agrees on and owns, and whose
-// reductions start during the backward pass as the buckets fill. See
-// ddp_reducer_create in ddp.h for the contract.
+// registered once, whose buckets libddp plans (the fusion planner, in
+// reverse order), agrees on and owns, and whose reductions start during the
+// backward pass as the buckets fill. See ddp_reducer_create in ddp.h for
+// the contract.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "core/communicator.hpp"
+#include "core/fusion_plan.hpp"
 
 namespace ddp {
 
@@ -24,9 +26,6 @@ public:
     /// `names` (empty, or one per gradient) label the timeline's events.
     Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_op op, int64_t bucket_bytes,
             double timeout_s, std::span<const char* const> names = {});
-    /// Keeps the buckets alive with the backend when a failed step may have
-    /// left MPI writing into them.
-    ~Reducer();
     Reducer(const Reducer&) = delete;
     Reducer& operator=(const Reducer&) = delete;
 
@@ -41,34 +40,35 @@ public:
     /// throws DDP_ERR_MISMATCH naming this rank and the reason.
     void wait(std::optional<std::string_view> failure = std::nullopt);
     bool step_open() const { return step_.has_value(); }
-    /// The communicator was finalized: nothing is in flight any more, so the
-    /// buckets go with the reducer instead of to the (gone) backend.
-    void communicator_gone() { transfers_abandoned_ = false; }
 
 private:
+    /// The state of plan step `b`'s bucket (its dtype, elements and members
+    /// are the step's).
     struct Bucket {
-        ddp_dtype dtype = DDP_DTYPE_F32;
-        int64_t elements = 0;
-        std::vector<std::byte> storage;
-        size_t unmarked = 0;  ///< members not yet marked this step
-        size_t member_count = 0;
+        /// Shared with its reduction in flight, so that a failed step's
+        /// reduction, which MPI may still write into, keeps it alive.
+        std::shared_ptr<std::vector<std::byte>> storage;
+        size_t unmarked = 0;                   ///< members not yet marked this step
         std::unique_ptr<Pending> pending;      ///< the reduction in flight, driven by this thread
         std::shared_ptr<RequestState> driven;  ///< or by the communicator's worker
         bool started = false;
         bool finished = false;
-        std::vector<int64_t> members;  ///< gradient indices, for the timeline
-        int64_t started_ns = 0;        ///< when its reduction started (timeline on)
+        int64_t started_ns = 0;  ///< when its reduction started (timeline on)
         int timeline_row = 0;
+        const char* plane = "";  ///< the plane its reduction ran on, for the timeline ("": none)
     };
+    /// Where a gradient lives; an empty gradient has no bucket.
     struct Location {
-        size_t bucket;
-        int64_t offset;  ///< in elements, within the bucket
-        int64_t count;
-        ddp_dtype dtype;
+        static constexpr size_t no_bucket = static_cast<size_t>(-1);
+        size_t bucket = no_bucket;
+        int64_t offset = 0;  ///< in elements, within the bucket
     };
 
     /// Refuses a call while another reducer's step is open on the communicator.
     void require_step_owner() const;
+    /// Agrees with every rank on this reducer's call `context` (its creation
+    /// or a step's start), described by the registered list.
+    void agree_on_call(CallContext& context);
     /// Opens the step: every rank agrees it starts a step of this reducer
     /// (never a different collective) before any bucket moves.
     void open_step();
@@ -85,25 +85,26 @@ private:
     void finish_bucket(Bucket& bucket);
     /// Records bucket `b`'s reduction on the timeline, from start to now.
     void trace_bucket(size_t b, uint64_t sequence);
-    /// Ends the step; after a failure, remembers whether MPI may still
-    /// write into a bucket.
+    /// Ends the step; after a failure, reductions still in flight stay with
+    /// the backend (holding their buckets' storage).
     void close_step(bool failed);
-    std::vector<uint64_t> description() const;
 
     Communicator& comm_;
     ddp_op op_;
     int64_t bucket_bytes_;
     double timeout_s_;
     std::vector<ddp_tensor> layout_;  ///< the registered list (dtype and count)
-    std::vector<Bucket> buckets_;
+    FusionPlan plan_;                 ///< the buckets, in the order they start
+    std::vector<Bucket> buckets_;     ///< one per plan step
     std::vector<Location> location_;
     std::vector<uint64_t> marked_;  ///< one bit per gradient, this step
     size_t next_to_start_ = 0;
     std::optional<CallContext> step_;
+    /// Held while a step is open: no other collective may interleave.
+    std::shared_ptr<const Communicator::ExclusiveSpan> span_;
     int64_t step_started_ns_ = 0;  ///< for the timeline's step event
     std::vector<std::string> names_;
     std::vector<const char*> name_pointers_;
-    bool transfers_abandoned_ = false;  ///< a failed step left reductions in flight
 };
 
 }  // namespace ddp

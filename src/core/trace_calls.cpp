@@ -41,7 +41,7 @@ void start_timeline(Communicator& comm, const std::string& path) {
 }
 
 void stop_timeline(Communicator& comm) {
-    comm.run_reducer_call([&] {
+    comm.run_unordered([&] {
         comm.drain_async();  // the queued requests' events belong in the file
         comm.control().timeline().stop();
     });

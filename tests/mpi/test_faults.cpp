@@ -11,6 +11,11 @@
 //  - Faults.ALateRankFailsASmallAllreduceItsPeerGaveUpOn: a small allreduce
 //    rides in agreement's one round, so a rank arriving just after its peer
 //    gave up finds all it needs; it must still report the timeout, not success.
+//  - Faults.AReducerStepThatTimesOutEndsOnBothRanks: a rank whose peer stops
+//    marking mid-step times out and frees its reducer while its bucket
+//    reductions are still posted (the abandoned operations hold the buckets'
+//    storage); the late peer is told, and its wait posts the matching
+//    reductions, which complete into that storage.
 // Run with 2 ranks; the meson test sets DDP_TIMEOUT_S and DDP_STALL_WARN_S.
 #include <chrono>
 #include <mutex>
@@ -126,6 +131,32 @@ TEST(Faults, ALateRankFailsASmallAllreduceItsPeerGaveUpOn) {
         std::this_thread::sleep_for(std::chrono::milliseconds(503));
         EXPECT_EQ(ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, nullptr), DDP_ERR_TIMEOUT);
         EXPECT_NE(message().find("rank 0 gave up on allreduce #2"), std::string::npos) << message();
+    }
+}
+
+TEST(Faults, AReducerStepThatTimesOutEndsOnBothRanks) {
+    // Four gradients of 1000 floats, a bucket each (4 KiB buckets), reduced last first.
+    const std::vector<ddp_tensor> layout(4, ddp_tensor{nullptr, 1000, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
+    ddp_collective_options opts;
+    ddp_collective_options_init(&opts, sizeof opts);
+    opts.fusion_bytes = 4096;
+    ddp_reducer* reducer = nullptr;
+    ASSERT_EQ(ddp_reducer_create(world, layout.data(), 4, DDP_OP_AVG, &opts, &reducer), DDP_OK) << message();
+    ASSERT_EQ(ddp_reducer_mark_ready(reducer, 3), DDP_OK) << message();  // both: the step is agreed
+    if (rank == 0) {
+        for (int64_t i = 2; i >= 0; --i) ASSERT_EQ(ddp_reducer_mark_ready(reducer, i), DDP_OK) << message();
+        EXPECT_EQ(ddp_reducer_wait(reducer), DDP_ERR_TIMEOUT);
+        EXPECT_NE(message().find("reducer step #2 timed out on rank 0"), std::string::npos) << message();
+        EXPECT_EQ(ddp_reducer_free(reducer), DDP_OK) << message();  // its buckets stay with the posted reductions
+        EXPECT_EQ(ddp_barrier(world, nullptr), DDP_ERR_TIMEOUT);
+    } else {
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+        // Told that rank 0 gave up; the wait still posts the remaining
+        // buckets' reductions (no peer may wait for ever), matching rank 0's.
+        EXPECT_EQ(ddp_reducer_mark_ready(reducer, 2), DDP_ERR_TIMEOUT);
+        EXPECT_NE(message().find("rank 0 gave up on reducer step #2"), std::string::npos) << message();
+        EXPECT_EQ(ddp_reducer_wait(reducer), DDP_ERR_TIMEOUT);
+        EXPECT_EQ(ddp_reducer_free(reducer), DDP_OK) << message();
     }
 }
 

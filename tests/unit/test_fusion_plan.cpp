@@ -1,6 +1,7 @@
 // The fusion planner: which tensors share a bucket and which go in place.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "core/fusion_plan.hpp"
@@ -77,6 +78,49 @@ TEST(FusionPlan, EveryTensorAppearsExactlyOnce) {
             const int64_t width = step.dtype == DDP_DTYPE_BF16 ? 2 : 4;
             EXPECT_LE(step.elements * width, 1 << 20);
         }
+    }
+}
+
+// The reducer's buckets: a backward pass marks the last gradients first, so
+// buckets fill from the end of the list, and every tensor, large or small,
+// lives in a bucket (the buckets are the gradients' storage).
+TEST(GradientBuckets, FillInReverseOrderAndHoldEveryTensor) {
+    std::vector<ddp_tensor> list{tensor(256), tensor(256), tensor(100000), tensor(256), tensor(256), tensor(256)};
+    const auto plan = ddp::plan_fusion(list, ddp::gradient_bucket_policy(2048));  // 2 small tensors a bucket
+    ASSERT_EQ(plan.steps.size(), 4u);
+    EXPECT_EQ(members(plan, 0), (std::vector<int64_t>{5, 4}));
+    EXPECT_EQ(members(plan, 1), (std::vector<int64_t>{3}));  // the large one closes its bucket
+    EXPECT_EQ(members(plan, 2), (std::vector<int64_t>{2}));
+    EXPECT_EQ(members(plan, 3), (std::vector<int64_t>{1, 0}));
+    EXPECT_EQ(plan.steps[2].elements, 100000);
+}
+
+// With several dtypes, buckets come in the order they close, which is the
+// order a backward pass completes them: a dtype with few gradients does not
+// hold back the others' buckets until the end.
+TEST(GradientBuckets, ComeInTheOrderTheyComplete) {
+    std::vector<ddp_tensor> list{tensor(4, DDP_DTYPE_F64), tensor(256), tensor(256), tensor(256),
+                                 tensor(256), tensor(4, DDP_DTYPE_F64)};
+    const auto plan = ddp::plan_fusion(list, ddp::gradient_bucket_policy(2048));
+    ASSERT_EQ(plan.steps.size(), 3u);
+    EXPECT_EQ(members(plan, 0), (std::vector<int64_t>{4, 3}));
+    EXPECT_EQ(plan.steps[0].dtype, DDP_DTYPE_F32);
+    EXPECT_EQ(members(plan, 1), (std::vector<int64_t>{2, 1}));
+    EXPECT_EQ(members(plan, 2), (std::vector<int64_t>{5, 0}));
+    EXPECT_EQ(plan.steps[2].dtype, DDP_DTYPE_F64);
+}
+
+// Buckets are compared in elements: a tensor near INT64_MAX bytes must not
+// wrap the sum round into a small bucket (the reducer's "larger than memory" case).
+TEST(GradientBuckets, HugeTensorsGetTheirOwnBucketsWithoutOverflow) {
+    const int64_t huge = (int64_t{1} << 60) - 1;
+    std::vector<ddp_tensor> list{tensor(huge, DDP_DTYPE_F64), tensor(huge, DDP_DTYPE_F64), tensor(3, DDP_DTYPE_F64)};
+    for (int64_t bucket_bytes : {int64_t{0}, int64_t{1} << 20, INT64_MAX}) {
+        const auto plan = ddp::plan_fusion(list, ddp::gradient_bucket_policy(bucket_bytes));
+        ASSERT_EQ(plan.steps.size(), 3u) << bucket_bytes;
+        EXPECT_EQ(members(plan, 0), (std::vector<int64_t>{2})) << bucket_bytes;
+        EXPECT_EQ(plan.steps[1].elements, huge) << bucket_bytes;
+        EXPECT_EQ(plan.steps[2].elements, huge) << bucket_bytes;
     }
 }
 
