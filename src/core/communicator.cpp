@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "planes/shm/shm_plane.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -24,11 +25,20 @@ private:
     std::atomic<bool>& in_use_;
 };
 
+namespace {
+/// The shared-memory plane, where there is one, before the transport's own.
+std::vector<HostPlane*> host_planes(HostPlane* shm_plane, std::vector<HostPlane*> transport_planes) {
+    if (shm_plane) transport_planes.insert(transport_planes.begin(), shm_plane);
+    return transport_planes;
+}
+}  // namespace
+
 Communicator::Communicator(std::unique_ptr<Transport> transport, std::unique_ptr<DevicePlane> device_plane,
                            const Settings& settings, cuda::GpuAssignment gpu, std::string name)
     : transport_(std::move(transport)),
       device_plane_(std::move(device_plane)),
-      planes_(transport_->host_planes(), device_plane_.get()),
+      shm_plane_(make_shm_plane(transport_->channel(), settings.shm, settings.timeout_s)),
+      planes_(host_planes(shm_plane_.get(), transport_->host_planes()), device_plane_.get()),
       settings_(settings),
       control_(transport_->channel(), settings.timeout_s, settings.stall_warning_s, settings.hang_grace_s,
                static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir, std::move(name),

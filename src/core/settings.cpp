@@ -60,6 +60,7 @@ Settings resolve_settings(const ddp_init_options& opts) {
     settings.timeline_path = env_string("DDP_TIMELINE").value_or("");
     settings.flight_recorder_size = env_count("DDP_FLIGHT_RECORDER_SIZE", int64_t{1} << 20).value_or(64);
     settings.flight_recorder_dir = env_string("DDP_FLIGHT_RECORDER_DIR").value_or("");
+    settings.shm = env_count("DDP_SHM", 1).value_or(1) == 1;
     return settings;
 }
 
