@@ -3,7 +3,7 @@
 // to a serial reference that combines the ranks' inputs in rank order with
 // libddp's element-wise rules (with 2 ranks that is also the mpi plane's
 // result, so the same run with DDP_SHM=0 checks both planes against one
-// reference), every op and dtype at sizes around the plane's 256 KiB chunks,
+// reference), every op and dtype at sizes around the plane's 1 MiB chunks,
 // NaN, every collective the plane runs, and no name left in /dev/shm.
 #include <dirent.h>
 #include <unistd.h>
@@ -31,7 +31,7 @@ namespace {
 const ddp_dtype all_dtypes[] = {DDP_DTYPE_I8,  DDP_DTYPE_I32, DDP_DTYPE_I64, DDP_DTYPE_U8,
                                 DDP_DTYPE_F16, DDP_DTYPE_F32, DDP_DTYPE_F64, DDP_DTYPE_BF16};
 const ddp_op reductions[] = {DDP_OP_SUM, DDP_OP_PROD, DDP_OP_MIN, DDP_OP_MAX};
-constexpr int64_t chunk_bytes = 256 * 1024;  // the plane's chunk (planes/shm/shm_plane.cpp)
+constexpr int64_t chunk_bytes = 1024 * 1024;  // the plane's chunk (planes/shm/shm_plane.cpp)
 
 size_t width(ddp_dtype dtype) { return (static_cast<unsigned>(dtype) & 0xffu) / 8; }
 bool floating(ddp_dtype d) {
@@ -47,7 +47,7 @@ bool shm_expected() {
 /// chunks plus a few (mostly not divisible by the ranks).
 std::vector<int64_t> sizes_for(ddp_dtype dtype) {
     const int64_t per_chunk = chunk_bytes / static_cast<int64_t>(width(dtype));
-    return {1, per_chunk - 1, per_chunk + 1, 5 * per_chunk + 7};
+    return {1, per_chunk - 1, per_chunk + 1, 2 * per_chunk + 7};
 }
 
 /// Rank r's input: awkward floats (wide exponents, values that round in
@@ -146,13 +146,13 @@ bool segment_name_left() {
 }
 
 /// Whether this run promises the reference's bits for `count` elements
-/// reduced with `op`: the shm plane combines in rank order from 16 KiB up
+/// reduced with `op`: the shm plane combines in rank order from 4 KiB up
 /// (smaller calls go to the mpi plane); the mpi plane with 2 ranks has only
 /// one order. Open MPI's own 8-bit SUM on large buffers does not wrap as
 /// its small ones and libddp's do (measured here: it differs from the
 /// reference with DDP_SHM=0), so that case is the shm plane's alone.
 bool bits_promised(ddp_dtype dtype, ddp_op op, int64_t count) {
-    const bool shm_runs_it = shm_expected() && count * static_cast<int64_t>(width(dtype)) >= 16 * 1024;
+    const bool shm_runs_it = shm_expected() && count * static_cast<int64_t>(width(dtype)) >= 4 * 1024;
     if (shm_runs_it) return true;
     if (size > 2) return false;
     return !(width(dtype) == 1 && op == DDP_OP_SUM && count * static_cast<int64_t>(width(dtype)) > 16 * 1024);
