@@ -13,7 +13,6 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -50,22 +49,29 @@ std::vector<int64_t> sizes_for(ddp_dtype dtype) {
     return {1, per_chunk - 1, per_chunk + 1, 2 * per_chunk + 7};
 }
 
+/// splitmix64's finalizer: cheap, well-spread bits from an index.
+uint64_t mix(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+    return x ^ (x >> 31);
+}
+
 /// Rank r's input: awkward floats (wide exponents, values that round in
 /// f16/bf16, a NaN held by exactly one rank in some places), all bits for
 /// integers (sums and products wrap).
 std::vector<std::byte> input(int r, ddp_dtype dtype, int64_t count, bool with_nan) {
     std::vector<std::byte> data(static_cast<size_t>(count) * width(dtype));
-    std::mt19937_64 random(static_cast<uint64_t>(r) * 1000003u + static_cast<uint64_t>(dtype) * 31u +
-                           static_cast<uint64_t>(count));
-    std::uniform_real_distribution<double> unit(-1.0, 1.0);
+    const uint64_t seed = static_cast<uint64_t>(r) * 1000003u + static_cast<uint64_t>(dtype) * 31u +
+                          static_cast<uint64_t>(count);
     for (int64_t i = 0; i < count; ++i) {
         std::byte* at = data.data() + static_cast<size_t>(i) * width(dtype);
-        const uint64_t bits = random();
+        const uint64_t bits = mix(seed * 0x9e3779b97f4a7c15u + static_cast<uint64_t>(i));
         if (!floating(dtype)) {
             std::memcpy(at, &bits, width(dtype));
             continue;
         }
-        double v = std::ldexp(unit(random), static_cast<int>(bits % 7) - 3);
+        const double unit = static_cast<double>(bits >> 11) * 0x1p-52 - 1.0;  // in [-1, 1)
+        double v = std::ldexp(unit, static_cast<int>(bits % 7) - 3);
         if (v == 0) v = 0.5;
         if (with_nan && i % 17 == 3 && (i / 17) % size == r) v = std::numeric_limits<double>::quiet_NaN();
         const auto f = static_cast<float>(v);
@@ -194,7 +200,9 @@ TEST(Shm, AllreduceEveryOpAndDtypeAroundChunksBitwiseAsTheReference) {
         for (ddp_op op : reductions)
             for (int64_t count : sizes_for(dtype))
                 for (bool with_nan : {false, true}) {
-                    if ((with_nan && !floating(dtype)) || !bits_promised(dtype, op, count)) continue;
+                    // NaN at one size (a chunk and one) keeps the test short under load.
+                    if (with_nan && (!floating(dtype) || count != sizes_for(dtype)[2])) continue;
+                    if (!bits_promised(dtype, op, count)) continue;
                     std::vector<std::byte> data = input(rank, dtype, count, with_nan);
                     ddp_tensor tensor = tensor_of(data, dtype);
                     ASSERT_EQ(ddp_allreduce_tensor_list(world, &tensor, 1, op, nullptr), DDP_OK) << mpi_test::message();
