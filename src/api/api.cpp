@@ -90,7 +90,11 @@ ddp_status guarded(Body body) noexcept {
 Communicator& live_comm(const ddp_comm* handle) {
     if (handle == nullptr) fail(DDP_ERR_INVALID_ARGUMENT, "comm is NULL (call ddp_init first)");
     if (handle->magic != ddp_comm::expected_magic) fail(DDP_ERR_INVALID_ARGUMENT, "comm does not point to a ddp_comm");
-    if (!handle->live) fail(DDP_ERR_NOT_INITIALIZED, "comm was finalized");
+    if (!handle->live)
+        fail(DDP_ERR_NOT_INITIALIZED, handle->world == nullptr
+                                          ? "comm was finalized"
+                                          : "comm is a sub-communicator that was freed (ddp_comm_free) or whose "
+                                            "world was finalized (ddp_finalize)");
     return *handle->live;
 }
 

@@ -12,11 +12,12 @@ namespace ddp {
 
 namespace {
 
-// Which plane moves the call's bytes, as the timeline names it.
+// Which plane moves the call's bytes, as the timeline names it (on the
+// host, each step's transfer names the plane that ran it).
 const char* plane_name(Communicator& comm, const CollectiveCall& call, bool carried) {
     if (carried) return "agreement's messages";
     if (call.on_device) return runs_on_gpu(comm, call) ? comm.planes().device()->name() : "staged through host memory";
-    return comm.planes().host().front()->name();
+    return comm.transport().name();
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "planes/shm/shm_plane.hpp"
+#include "planes/planes_in_front.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -26,19 +26,24 @@ private:
 };
 
 namespace {
-/// The shared-memory plane, where there is one, before the transport's own.
-std::vector<HostPlane*> host_planes(HostPlane* shm_plane, std::vector<HostPlane*> transport_planes) {
-    if (shm_plane) transport_planes.insert(transport_planes.begin(), shm_plane);
-    return transport_planes;
+
+/// The priority list of host planes: those in front, then the transport's.
+std::vector<HostPlane*> host_planes(const std::vector<std::unique_ptr<HostPlane>>& in_front, Transport& transport) {
+    std::vector<HostPlane*> planes;
+    for (const auto& plane : in_front) planes.push_back(plane.get());
+    for (HostPlane* plane : transport.host_planes()) planes.push_back(plane);
+    return planes;
 }
+
 }  // namespace
 
 Communicator::Communicator(std::unique_ptr<Transport> transport, std::unique_ptr<DevicePlane> device_plane,
                            const Settings& settings, cuda::GpuAssignment gpu, std::string name)
     : transport_(std::move(transport)),
       device_plane_(std::move(device_plane)),
-      shm_plane_(make_shm_plane(transport_->channel(), settings.shm, settings.timeout_s)),
-      planes_(host_planes(shm_plane_.get(), transport_->host_planes()), device_plane_.get()),
+      planes_in_front_(make_planes_in_front(*transport_, PlanesAllowed{settings.hierarchical, settings.shm},
+                                            deadline_after(settings.timeout_s))),
+      planes_(host_planes(planes_in_front_, *transport_), device_plane_.get()),
       settings_(settings),
       control_(transport_->channel(), settings.timeout_s, settings.stall_warning_s, settings.hang_grace_s,
                static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir, std::move(name),
@@ -146,6 +151,7 @@ void Communicator::stop_taking_part() {
 void Communicator::release(bool peers_present) {
     control_.timeline().stop();  // before the transport goes: the file is complete
     if (device_plane_) device_plane_->finalize(peers_present);  // NCCL before the MPI it was set up over
+    for (const auto& plane : planes_in_front_) plane->finalize(peers_present);
     transport_->finalize(peers_present);
 }
 

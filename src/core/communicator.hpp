@@ -106,7 +106,7 @@ private:
 
     std::unique_ptr<Transport> transport_;
     std::unique_ptr<DevicePlane> device_plane_;  // after transport_: it uses the transport's channel
-    std::unique_ptr<HostPlane> shm_plane_;       // nullptr unless every rank shares one node (planes/shm/)
+    std::vector<std::unique_ptr<HostPlane>> planes_in_front_;  // of the transport's own
     PlaneList planes_;
     Settings settings_;
     ControlPlane control_;

@@ -25,6 +25,8 @@ struct Settings {
     int64_t flight_recorder_size = 64;
     /// DDP_FLIGHT_RECORDER_DIR: where automatic dumps go ("": the log).
     std::string flight_recorder_dir;
+    /// DDP_HIERARCHICAL: the hierarchical plane where ranks span nodes.
+    bool hierarchical = true;
     /// DDP_SHM: whether ranks sharing a node may use the shared-memory plane.
     bool shm = true;
 };

@@ -52,6 +52,11 @@ public:
     /// buffers do not overlap.
     virtual std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count,
                                                           ddp_dtype dtype, ddp_op op);
+
+    /// Releases what the plane holds of its own (a plane that is its
+    /// transport's has nothing: the transport goes after it), before the
+    /// transport goes; `peers_present` as Transport::finalize.
+    virtual void finalize(bool /*peers_present*/) {}
 };
 
 }  // namespace ddp

@@ -53,4 +53,14 @@ std::optional<double> env_seconds(const char* name) {
     return seconds;
 }
 
+std::optional<bool> env_switch(const char* name) {
+    auto text = env_string(name);
+    if (!text) return std::nullopt;
+    std::string lower;
+    for (char c : *text) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == "1" || lower == "on" || lower == "true" || lower == "yes") return true;
+    if (lower == "0" || lower == "off" || lower == "false" || lower == "no") return false;
+    fail(DDP_ERR_INVALID_ARGUMENT, std::string(name) + "='" + *text + "' is not 1 or 0 (on or off)");
+}
+
 }  // namespace ddp

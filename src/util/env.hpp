@@ -21,4 +21,7 @@ std::optional<int64_t> env_count(const char* name, int64_t max);
 /// A positive number of seconds.
 std::optional<double> env_seconds(const char* name);
 
+/// A switch: 1, on, true, yes or 0, off, false, no (any case).
+std::optional<bool> env_switch(const char* name);
+
 }  // namespace ddp

@@ -281,6 +281,7 @@ TEST(Split, AFreedSubIsNotInitializedAndTheWorldIsNotFreed) {
     EXPECT_EQ(ddp_comm_free(sub), DDP_OK) << message();
     EXPECT_EQ(ddp_comm_free(sub), DDP_OK) << message();  // idempotent
     EXPECT_EQ(ddp_barrier(sub, nullptr), DDP_ERR_NOT_INITIALIZED);
+    EXPECT_NE(message().find("sub-communicator that was freed"), std::string::npos) << message();
     int32_t r = -1;
     EXPECT_EQ(ddp_rank(sub, &r), DDP_ERR_NOT_INITIALIZED);
     EXPECT_EQ(ddp_comm_free(world), DDP_ERR_INVALID_ARGUMENT);
@@ -324,6 +325,7 @@ int main(int argc, char** argv) {
     if (ddp_allreduce_tensor_list(left, &tensor, 1, DDP_OP_SUM, nullptr) != DDP_OK) return 4;
     if (ddp_finalize(world) != DDP_OK) return 5;
     if (ddp_barrier(left, nullptr) != DDP_ERR_NOT_INITIALIZED) return 6;
+    if (std::string(ddp_last_error_message()).find("whose world was finalized") == std::string::npos) return 8;
     if (ddp_comm_free(left) != DDP_OK) return 7;
     return result;
 }

@@ -5,6 +5,8 @@
 #
 # Cases: placement_2x2, placement_3x1 (host name, rank and local rank per
 # node), collectives_2x2, collectives_3x1 (tests/mpi's collectives, exact),
+# hierarchical_2x2 and hierarchical_off_2x2 (tests/mpi's hierarchical plane test: the plane
+# ran, or with DDP_HIERARCHICAL=0 did not),
 # example_2x2 (the C example trains), and faults on 3 nodes x 1 rank in a
 # loop of allreduces (node_rank.cpp). Injected once every rank is in its
 # loop: link_down (node2's link down for good), kill (rank 1 SIGKILLed), flap
@@ -109,13 +111,15 @@ measure() {
 }
 
 case $case_name in
-placement_2x2 | placement_3x1 | collectives_2x2 | collectives_3x1 | example_2x2)
-    if [ "${case_name#*_}" = 2x2 ]; then nodes=2 slots=2; else nodes=3 slots=1; fi
+placement_2x2 | placement_3x1 | collectives_2x2 | collectives_3x1 | example_2x2 | hierarchical_2x2 | hierarchical_off_2x2)
+    if [ "${case_name##*_}" = 2x2 ]; then nodes=2 slots=2; else nodes=3 slots=1; fi
+    [ "$case_name" = hierarchical_off_2x2 ] && export DDP_HIERARCHICAL=0
     np=$((nodes * slots))
     cluster_up "$nodes"
     case $case_name in
     placement_*) program="$build/tests/multinode/mn_node_rank 20" ;;
     collectives_*) program="$build/tests/mpi/mpi_collectives" ;;
+    hierarchical_*) program="$build/tests/mpi/mpi_hierarchical" ;;
     example_*) program="$build/examples/c/train_mlp" ;;
     esac
     # shellcheck disable=SC2086 # the program and its argument

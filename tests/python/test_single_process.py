@@ -36,6 +36,17 @@ def test_second_init_raises_already_initialized(comm):
         ddp.init(backend="self")
 
 
+def test_split_on_one_process(comm):
+    assert comm.split(None) is None
+    with comm.split(3, key=-7, timeout=5) as sub, comm.split_node() as node:
+        assert (sub.rank, sub.size, sub.backend, node.size) == (0, 1, "self", 1)
+        assert sub.allreduce(2.5) == 2.5
+    with pytest.raises(ddp.NotInitializedError, match="freed"):
+        sub.barrier()
+    with pytest.raises(ValueError, match="color -2"):
+        comm.split(-2)
+
+
 def test_every_numpy_dtype_libddp_has_passes_in_place(comm):
     for dtype in [np.int8, np.int32, np.int64, np.uint8, np.float16, np.float32, np.float64,
                   ml_dtypes.bfloat16]:

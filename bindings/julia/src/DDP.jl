@@ -4,11 +4,11 @@
 Data-parallel training for Julia on libddp: the calls of FluxMPI.jl and
 Lux.DistributedUtils under the same names (`DDP.Init()`, `local_rank()`,
 `allreduce!`, `synchronize!`, `allreduce_gradients`, `DistributedOptimizer`,
-`DistributedDataContainer`, ...), carried out by libddp's C ABI through the
-generated `DDP.LibDDP` layer. Failures are `DDPError`s carrying libddp's status and
-message. Needs Base and the standard library alone; the packages it works with
-(CUDA, Functors, MLUtils, MPI, Optimisers, Preferences) are extensions, loaded when
-the program loads them.
+`DistributedDataContainer`, ...) and sub-communicators (`DDP.split`, `close`), carried
+out by libddp's C ABI through the generated `DDP.LibDDP` layer. Failures are
+`DDPError`s carrying libddp's status and message. Needs Base and the standard library
+alone; the packages it works with (CUDA, Functors, MLUtils, MPI, Optimisers,
+Preferences) are extensions, loaded when the program loads them.
 """
 module DDP
 
@@ -18,6 +18,7 @@ include("bfloat16.jl")
 include("leaf_names.jl")
 include("tensors.jl")
 include("world.jl")
+include("split.jl")
 include("collectives.jl")
 include("trees.jl")
 include("data.jl")

@@ -516,11 +516,118 @@ testset("CUDA extension: the rank's GPU and CuArrays"; runs = LOADED[:CUDA] && C
     @test Array(v) == fill(Float32(n * (n + 1) / 2), 4)
 end
 
+"""The world ranks sharing this rank's color under `color_of`, in world order."""
+members(color_of) = [r for r in 0:n-1 if color_of(r) == color_of(rank)]
+
+"""allreduce! of (world rank + 1) * scale on `comm`: whether it gave the sum over `ranks`."""
+function sums_over(comm, ranks, scale = 1.0)
+    v = allreduce!(fill((rank + 1) * scale, 300), +, comm)  # beyond what agreement carries
+    return v == fill(sum((r + 1) * scale for r in ranks), 300)
+end
+
+testset("DDP.split: rows (rank ÷ 2) and columns (rank % 2), key order, every collective") do
+    rows = DDP.split(DDP.world(), rank ÷ 2; key = rank)
+    columns = DDP.split(DDP.world(), rank % 2; key = rank)
+    @test rows isa DDP.Communicator && isopen(rows)
+    @test (local_rank(rows), total_workers(rows)) == (rank % 2, length(members(r -> r ÷ 2)))
+    @test (local_rank(columns), total_workers(columns)) == (rank ÷ 2, length(members(r -> r % 2)))
+    for scale in (1.0, 10.0, 100.0)
+        @test sums_over(rows, members(r -> r ÷ 2), scale)
+        @test sums_over(columns, members(r -> r % 2), scale)
+        @test sums_over(DDP.world(), 0:n-1, scale)
+    end
+    column, size = members(r -> r % 2), total_workers(columns)
+    @test bcast!(fill(Float64(rank), 3), size - 1, columns) == fill(Float64(column[end]), 3)
+    v = reduce!(fill(Int64(rank), 2), max, 0, columns)
+    @test v == fill(Int64(local_rank(columns) == 0 ? column[end] : rank), 2)
+    @test allgather(fill(Int32(rank), 2), columns) == Int32.(repeat(column; inner = 2))
+    @test reduce_scatter(collect(1.0:2size), +, columns) ==
+          size .* [2local_rank(columns) + 1.0, 2local_rank(columns) + 2.0]
+    w, request = Iallreduce!(ones(5), +, columns)
+    wait(request)
+    @test w == fill(Float64(size), 5)
+    @test barrier(columns) === nothing
+    @test check_replicas((w = ones(3),), columns)
+    ps = synchronize!((w = fill(Float64(rank), 2), step = rank); root_rank = 0, comm = columns)
+    @test ps.step == column[1] && ps.w == fill(Float64(column[1]), 2)
+    gs = allreduce_gradients((w = fill(Float32(rank), 3),); comm = columns)
+    @test gs.w == fill(Float32(sum(column) / size), 3)
+    close(columns)
+    close(rows)
+    @test !isopen(rows) && !isopen(columns)
+    # key orders the ranks; equal keys keep the world's order (do-blocks close them).
+    @test DDP.split(sub -> local_rank(sub), DDP.world(), 0; key = n - rank) == n - 1 - rank
+    @test DDP.split(sub -> local_rank(sub), DDP.world(), 7; key = 3) == rank
+end
+
+testset("DDP.split with nothing joins none; DDP.split_node; a split of a sub outlives it") do
+    sub = DDP.split(DDP.world(), rank == 0 ? nothing : 0; key = rank)
+    if rank == 0
+        @test sub === nothing
+    else
+        @test (local_rank(sub), total_workers(sub)) == (rank - 1, n - 1)
+        @test sums_over(sub, 1:n-1)
+        close(sub)
+    end
+    @test DDP.split(sub -> sub === nothing, DDP.world(), rank == 0 ? nothing : 1) == (rank == 0)
+    node = DDP.split_node(; timeout_s = 60)
+    @test (local_rank(node), total_workers(node)) == (DDP.node_local_rank(), DDP.node_local_size())
+    @test sums_over(node, 0:n-1)  # one machine: every rank
+    rows = DDP.split(node, rank ÷ 2; key = rank)
+    close(node)
+    @test sums_over(rows, members(r -> r ÷ 2), 3.0)
+    close(rows)
+    @test DDP.split_node(total_workers) == n
+end
+
+testset("a closed sub-communicator throws; closing twice does nothing; the world is not closed") do
+    sub = DDP.split(DDP.world(), 0)
+    close(sub)
+    @test close(sub) === nothing
+    @test !isopen(sub) && isopen(DDP.world())
+    error = ddp_error(() -> allreduce!(ones(2), +, sub), LibDDP.DDP_ERR_NOT_INITIALIZED)
+    @test occursin("sub-communicator that was freed", error.message)
+    ddp_error(() -> barrier(sub), LibDDP.DDP_ERR_NOT_INITIALIZED)
+    ddp_error(() -> DDP.split(sub, 0), LibDDP.DDP_ERR_NOT_INITIALIZED)
+    error = ddp_error(() -> close(DDP.world()), LibDDP.DDP_ERR_INVALID_ARGUMENT)
+    @test occursin("DDP.Finalize()", error.message)
+    # The do-block form closes also when its body throws.
+    kept = Ref{Any}(nothing)
+    @test_throws ArgumentError DDP.split(DDP.world(), 0) do sub
+        kept[] = sub
+        throw(ArgumentError("thrown inside"))
+    end
+    @test !isopen(kept[])
+    @test sums_over(DDP.world(), 0:n-1)
+end
+
+testset("a bad color, key or timeout on one rank fails every peer at once") do
+    bad = n - 1
+    for (call, words) in ((() -> DDP.split(DDP.world(), rank == bad ? -5 : 0), "color -5"),
+                          (() -> DDP.split(DDP.world(), rank == bad ? 1.5 : 0), "color 1.5"),
+                          (() -> DDP.split(DDP.world(), 0; key = rank == bad ? 2^40 : 0), "key 1099511627776"),
+                          (() -> DDP.split(DDP.world(), 0; timeout_s = rank == bad ? -1 : 60), "timeout_s -1"),
+                          (() -> DDP.split_node(; timeout_s = rank == bad ? NaN : 60), "timeout_s NaN"))
+        started = time()
+        error = ddp_error(call, rank == bad ? LibDDP.DDP_ERR_INVALID_ARGUMENT : LibDDP.DDP_ERR_MISMATCH)
+        @test time() - started < 30  # the world's timeout is 1800 s: nobody waited
+        @test occursin(words, error.message)
+        rank == bad || @test occursin("rank $bad passed invalid arguments to comm_split", error.message)
+        @test sums_over(DDP.world(), 0:n-1)  # every rank in step again
+    end
+end
+
 testset("Finalize") do
+    sub = DDP.split(DDP.world(), 0)
     DDP.Finalize()
     @test !DDP.Initialized()
     ddp_error(() -> allreduce!(zeros(2), +), LibDDP.DDP_ERR_NOT_INITIALIZED)
     @test DDP.Finalize() === nothing
+    # Finalize closed the sub-communicator still open.
+    @test !isopen(sub)
+    error = ddp_error(() -> allreduce!(zeros(2), +, sub), LibDDP.DDP_ERR_NOT_INITIALIZED)
+    @test occursin("whose world was finalized", error.message)
+    @test close(sub) === nothing
 end
 
 Test.pop_testset()

@@ -16,7 +16,7 @@ __dlpack__, __cuda_array_interface__ or the buffer protocol) are used in
 place, never copied; JAX arrays and numbers come back as new values. The op
 defaults to "sum" (as MPI, mpi4py and torch.distributed); ask for "avg".
 """
-from ._communicator import Communicator, ReplicaCheck, Request, init
+from ._communicator import Communicator, ReplicaCheck, Request, SubCommunicator, init
 from ._reducer import Reducer
 from ._ffi import (AlreadyInitializedError, BackendError, BufferTooSmallError, DDPError,
                    InternalError, InvalidArgumentError, MismatchError, NotInitializedError,
@@ -27,7 +27,7 @@ from ._timeline import dump_flight_recorder, timeline
 
 __version__ = _version_string().decode()
 
-__all__ = ["init", "Communicator", "Request", "ReplicaCheck", "Reducer", "shard_indices", "shard_count",
+__all__ = ["init", "Communicator", "SubCommunicator", "Request", "ReplicaCheck", "Reducer", "shard_indices", "shard_count",
            "ShardedSampler", "DDPError", "InvalidArgumentError", "MismatchError",
            "UnsupportedError", "NotInitializedError", "AlreadyInitializedError", "TimeoutError",
            "BackendError", "OutOfMemoryError", "BufferTooSmallError", "InternalError",

@@ -421,6 +421,29 @@ class Communicator:
         return ReplicaCheck(False, re.sub(r"\btensor (\d+)",
                                           lambda found: call.leaf_name(int(found.group(1))), message))
 
+    def split(self, color, key=0, timeout=None):
+        """Splits this communicator as MPI_Comm_split: the ranks passing the
+        same color (an int >= 0) form one SubCommunicator, ranked by key (ties:
+        by their rank here), which is returned; a rank passing color=None joins
+        none and gets None. timeout: seconds for the sub-communicator's
+        collectives (default: this communicator's); the split itself is held to
+        this communicator's. Collective: a bad color, key or timeout on one rank
+        raises there and a MismatchError naming that rank on every peer.
+        Release it with free() or `with comm.split(...) as sub:`."""
+        with self._checked("comm_split"):
+            options = _split_options(timeout)
+            arguments = (_color(color), _key(key))
+        return _sub_communicator(_ffi.ddp_comm_split, self._handle, *arguments, options)
+
+    def split_node(self, timeout=None):
+        """The ranks of this communicator on this rank's node (shared memory),
+        ranked as here, as a SubCommunicator: for hierarchical work (reduce
+        within the node, then across nodes). Every rank gets one. Collective;
+        timeout as split's."""
+        with self._checked("comm_split_node"):
+            options = _split_options(timeout)
+        return _sub_communicator(_ffi.ddp_comm_split_node, self._handle, options)
+
     def barrier(self, timeout=None):
         """Returns when every rank has called it (or raises TimeoutError past
         timeout seconds; default: the communicator's)."""
@@ -432,6 +455,91 @@ class Communicator:
         """Prints one rank-prefixed line, as FluxMPI's fluxmpi_println: on stderr,
         or through logging.getLogger("ddp") once the program configures logging."""
         _ffi.ddp_log(self._handle, _log_bridge.ddp_level(level), str(message).encode())
+
+
+class SubCommunicator(Communicator):
+    """A process group from Communicator.split() or split_node(): every
+    collective, async request and reducer of a Communicator, on its ranks
+    only, with its own timeout and its own failures (a timeout in it leaves
+    the world and other sub-communicators working; its messages name it).
+
+    free() releases it (collective over its ranks, as MPI_Comm_free); `with
+    comm.split(color) as sub:` frees it at the end of the block. It is
+    never freed from the garbage collector, because ranks collect at
+    different moments: one left unreferenced stays live in libddp until the
+    world is finalized, which frees every sub-communicator still live. Once
+    freed (or once its world is finalized) every call on it raises
+    NotInitializedError; free() again does nothing."""
+
+    def __repr__(self):
+        state = "freed" if self.freed else f"{self.backend}, device {self.device}"
+        return f"<ddp.SubCommunicator rank {self.rank} of {self.size} ({state})>"
+
+    @property
+    def freed(self):
+        """Whether free() or the world's finalize released it."""
+        try:
+            self._query(_ffi.ddp_rank)
+        except _ffi.NotInitializedError:
+            return True
+        return False
+
+    def __exit__(self, exc_type, *exc):
+        # Unlike the world's: free tells peers still inside a collective on it
+        # that this rank has left (they fail at once), and never ends MPI.
+        self.free()
+
+    def free(self):
+        """Releases the sub-communicator after its async requests finish.
+        Collective over its ranks; a second call does nothing."""
+        _ffi.ddp_comm_free(self._handle)
+
+    def finalize(self):
+        """Refused: a sub-communicator is released with free(); finalize() ends the world."""
+        raise _ffi.InvalidArgumentError(_ffi.DDP_ERR_INVALID_ARGUMENT,
+                                        "finalize() ends the world communicator; release a "
+                                        "sub-communicator with free() (or a with block)")
+
+
+def _sub_communicator(split, *arguments):
+    """A SubCommunicator from ddp_comm_split or ddp_comm_split_node, or None
+    where this rank joined none."""
+    handle = ctypes.POINTER(_ffi.ddp_comm)()
+    split(*arguments, handle)
+    return SubCommunicator(handle) if handle else None
+
+
+def _color(color):
+    """split's color as libddp takes it: None joins no sub-communicator."""
+    if color is None:
+        return _ffi.DDP_COLOR_UNDEFINED
+    if isinstance(color, bool) or not isinstance(color, (int, np.integer)):
+        raise TypeError(f"color {color!r}: expected an int >= 0, or None to join no "
+                        "sub-communicator")
+    if not 0 <= color < 2**31:
+        raise ValueError(f"color {color!r}: expected an int from 0 to 2**31 - 1, or None to "
+                         "join no sub-communicator")
+    return int(color)
+
+
+def _key(key):
+    if isinstance(key, bool) or not isinstance(key, (int, np.integer)):
+        raise TypeError(f"key {key!r}: expected an int (ranks are ordered by it)")
+    if not -2**31 <= key < 2**31:
+        raise ValueError(f"key {key!r}: expected an int that fits in 32 bits")
+    return int(key)
+
+
+def _split_options(timeout):
+    """The ddp_split_options of a sub-communicator with `timeout` (None: its parent's)."""
+    options = _ffi.ddp_split_options()
+    _ffi.ddp_split_options_init(options, ctypes.sizeof(options))
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+                not 0 < timeout < math.inf:
+            raise ValueError(f"timeout {timeout!r}: must be a positive, finite number of seconds")
+        options.timeout_s = timeout
+    return options
 
 
 def _state_leaf_kind(leaf, name):

@@ -355,11 +355,9 @@ std::string segment_name(uint64_t creator_pid, uint64_t nonce) {
 
 }  // namespace
 
-std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, bool enabled, double timeout_s) {
+std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, bool enabled, Clock::time_point deadline) {
     const int rank = channel.rank(), size = channel.size();
     if (size < 2 || channel.local_size() != size) return nullptr;
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                             std::chrono::duration<double>(std::min(timeout_s, 1e9)));
     const size_t bytes = segment_bytes(size);
     const std::vector<uint64_t> layout{layout_magic, static_cast<uint64_t>(size), chunk_bytes};
     std::unique_ptr<Segment> segment;

@@ -2,7 +2,7 @@
 // one node move and reduce host buffers through one POSIX shared-memory
 // segment instead of MPI (DeepSpeed's and oneCCL's CPU shm allreduce,
 // NCCL's SHM transport). It stands in front of the transport's planes in
-// the communicator's priority list and runs the steps where it measured
+// the communicator's priority list (planes/planes_in_front.cpp) and runs the steps where it measured
 // faster; see docs/shm.md.
 #pragma once
 
@@ -16,8 +16,8 @@ namespace ddp {
 /// Sets the plane up collectively over `channel` (every rank of it calls
 /// this): nullptr on every rank when it does not apply (one rank, ranks on
 /// several nodes, `enabled` false on some rank: DDP_SHM=0) or when setting
-/// it up failed on any rank (said at debug log level). Waits for peers at
-/// most `timeout_s`; past that it throws DDP_ERR_TIMEOUT.
-std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, bool enabled, double timeout_s);
+/// it up failed on any rank (said at debug log level). Waits for peers
+/// until `deadline`; past it, it throws DDP_ERR_TIMEOUT.
+std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, bool enabled, Clock::time_point deadline);
 
 }  // namespace ddp

@@ -123,7 +123,8 @@ impl LogLevel {
 }
 
 /// The world communicator: a process group started by [`Comm::init`] and
-/// finalized when dropped.
+/// finalized when dropped. A sub-communicator ([`Comm::split`]) is a
+/// [`crate::SubComm`], which dereferences to a `Comm`.
 ///
 /// `Send` but not `Sync`: libddp lets one thread at a time use a
 /// communicator, so a `Comm` may move to another thread but not be shared.
@@ -206,8 +207,8 @@ impl Comm {
     /// Asks a live communicator the values a `Comm` keeps.
     ///
     /// # Safety
-    /// `raw` is a live communicator from `ddp_init`.
-    unsafe fn from_live(raw: *mut ddp_comm) -> Result<Comm> {
+    /// `raw` is a live communicator from `ddp_init` or `ddp_comm_split`.
+    pub(crate) unsafe fn from_live(raw: *mut ddp_comm) -> Result<Comm> {
         let query = |f: unsafe extern "C" fn(*const ddp_comm, *mut i32) -> ddp_sys::ddp_status| {
             let mut value = 0;
             check(f(raw, &mut value)).map(|()| value)
@@ -268,16 +269,25 @@ impl Comm {
         } else {
             Some(format!("{inputs} inputs for {outputs} outputs; the lists pair up one to one"))
         };
-        if let Some(reason) = invalid {
-            let name = CString::new(collective).expect("a collective's name has no NUL byte");
-            // The reasons quote a name with its NUL escaped.
-            let c_reason = CString::new(reason.as_str()).unwrap_or_default();
-            // SAFETY: live handle and C strings; libddp reads only the timeout of `opts`.
-            // A failure (a finalized or broken comm) leaves the argument error to report.
-            unsafe { ddp_sys::ddp_report_invalid_call(self.raw, name.as_ptr(), c_reason.as_ptr(), &opts) };
-            return Err(Error::invalid_argument(&format!("rank {}: {reason}", self.rank)));
+        match invalid {
+            Some(reason) => Err(self.refuse(collective, &reason, &opts)),
+            None => Ok(opts),
         }
-        Ok(opts)
+    }
+
+    /// This rank's invalid argument to `collective` (its name in
+    /// `ddp_report_invalid_call`), found by this crate before libddp could
+    /// see it: the peers are told, so that their call fails with a mismatch
+    /// naming this rank at once instead of waiting, and the error to return
+    /// is made. `opts` gives the timeout of that step.
+    pub(crate) fn refuse(&self, collective: &str, reason: &str, opts: &ddp_collective_options) -> Error {
+        let name = CString::new(collective).expect("a collective's name has no NUL byte");
+        // The reasons quote a name with its NUL escaped.
+        let c_reason = CString::new(reason).unwrap_or_default();
+        // SAFETY: live handle and C strings; libddp reads only the timeout of `opts`.
+        // A failure (a finalized or broken comm) leaves the argument error to report.
+        unsafe { ddp_sys::ddp_report_invalid_call(self.raw, name.as_ptr(), c_reason.as_ptr(), opts) };
+        Error::invalid_argument(&format!("rank {}: {reason}", self.rank))
     }
 
     /// This process's rank, 0-based.

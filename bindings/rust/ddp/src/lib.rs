@@ -11,7 +11,8 @@
 //! A training loop reduces its gradients with a [`Reducer`] (gradients
 //! computed straight into its buckets, each bucket reduced while the rest is
 //! computed); [`Comm::with`] gives any collective options for that call only
-//! ([`CollectiveOptions`]); [`DeviceSlice`] passes GPU memory, which the
+//! ([`CollectiveOptions`]); [`Comm::split`] gives a sub-communicator
+//! ([`SubComm`]) with every call of the world; [`DeviceSlice`] passes GPU memory, which the
 //! `nccl` backend ([`Backend::Nccl`]) reduces on the GPUs. Building a crate of
 //! your own against this one: see `docs/rust.md` in the libddp repository.
 //!
@@ -42,6 +43,7 @@ mod options;
 mod reducer;
 mod scope;
 mod shard;
+mod split;
 mod tensors;
 mod timeline;
 
@@ -54,6 +56,7 @@ pub use options::CollectiveOptions;
 pub use reducer::{Gradient, Reducer, Step};
 pub use scope::{Request, Scope};
 pub use shard::{shard_count, shard_indices, Indices, Sampler, ShardOptions, Strategy};
+pub use split::{SplitOptions, SubComm};
 pub use tensors::{
     BorrowedBuffer, BorrowedTensors, BorrowedView, BorrowedViews, Buffer, DeviceSlice, TensorList, Tensors, View, Views,
 };

@@ -1,0 +1,165 @@
+#include "planes/hierarchical/hierarchical_plane.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "util/dtype.hpp"
+#include "util/error.hpp"
+
+namespace ddp {
+
+namespace {
+
+/// The buffer goes piece by piece, pipelined: Open MPI's non-blocking
+/// collectives recurse once per round they complete at once, and one 64 MiB
+/// stage over TCP overflowed the stack (signal 11 in NBC_Progress); in
+/// pieces, the node and the network stages of different pieces also overlap.
+constexpr int64_t piece_bytes = int64_t{4} << 20;
+/// Pieces in flight at once.
+constexpr size_t window = 4;
+
+/// Pieces that each go through the same stages in order, several pieces
+/// at a time. Stage s of a piece starts only once stage s of the piece
+/// before it has started, so every communicator (one per stage) sees its
+/// operations in piece order on every rank, as MPI requires; all driven by
+/// the caller's test(), so the call's deadline covers every piece.
+class Pipeline final : public Pending {
+public:
+    using Stage = std::function<std::unique_ptr<Pending>(size_t piece)>;
+    Pipeline(std::vector<Stage> stages, size_t pieces)
+        : stages_(std::move(stages)), pieces_(pieces), started_(stages_.size(), 0) {}
+
+    bool test() override {
+        for (size_t piece = first_; piece < std::min(pieces_, first_ + window); ++piece) {
+            Progress& p = progress(piece);
+            while (true) {
+                if (p.current && !p.current->test()) break;
+                p.current.reset();
+                if (p.next_stage == stages_.size()) break;
+                if (started_[p.next_stage] != piece) break;  // the piece before has not started it yet
+                p.current = stages_[p.next_stage](piece);
+                ++started_[p.next_stage++];
+            }
+        }
+        while (first_ < pieces_ && progress(first_).next_stage == stages_.size() && !progress(first_).current) {
+            in_flight_.erase(in_flight_.begin());
+            ++first_;
+        }
+        return first_ == pieces_;
+    }
+
+private:
+    struct Progress {
+        size_t next_stage = 0;
+        std::unique_ptr<Pending> current;
+    };
+    /// Piece `piece`'s progress (first_ <= piece < first_ + window).
+    Progress& progress(size_t piece) {
+        while (in_flight_.size() <= piece - first_) in_flight_.emplace_back();
+        return in_flight_[piece - first_];
+    }
+
+    std::vector<Stage> stages_;
+    size_t pieces_;
+    std::vector<size_t> started_;  ///< per stage: how many pieces have started it
+    std::vector<Progress> in_flight_;  ///< pieces first_, first_ + 1, ...
+    size_t first_ = 0;
+};
+
+class HierarchicalPlane final : public HostPlane {
+public:
+    /// `node_reduce` and `node_broadcast`: this rank's node, one transport
+    /// per stage; `leaders`: the node leaders' transport on a node leader,
+    /// else nullptr.
+    HierarchicalPlane(std::unique_ptr<Transport> node_reduce, std::unique_ptr<Transport> leaders,
+                      std::unique_ptr<Transport> node_broadcast)
+        : node_reduce_(std::move(node_reduce)), leaders_(std::move(leaders)), node_broadcast_(std::move(node_broadcast)) {}
+
+    ~HierarchicalPlane() override {
+        try {
+            finalize(false);
+        } catch (const Error&) {
+            // Destructors must not throw; finalize() reports errors when called directly.
+        }
+    }
+
+    const char* name() const override { return "hierarchical"; }
+
+    bool runs(DataOp op, ddp_dtype, ddp_op, int64_t bytes) const override {
+        return op == DataOp::allreduce && bytes >= hierarchical_min_bytes;
+    }
+
+    /// Reduce onto the node's leader (its local rank 0), allreduce among
+    /// the leaders, broadcast from the leader, piece by piece: every rank
+    /// ends with the same bytes, as the leaders' allreduce gives them.
+    std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) override {
+        const auto element = static_cast<int64_t>(element_size(dtype));
+        const int64_t per_piece = std::max<int64_t>(1, piece_bytes / element);
+        auto* bytes = static_cast<std::byte*>(data);
+        // Piece k: its start and its element count.
+        auto piece = [bytes, element, per_piece, count](size_t k) {
+            const int64_t first = static_cast<int64_t>(k) * per_piece;
+            return std::pair<void*, int64_t>(bytes + first * element, std::min(per_piece, count - first));
+        };
+        std::vector<Pipeline::Stage> stages;
+        stages.emplace_back([&node = *node_reduce_->host_planes().front(), piece, dtype, op](size_t k) {
+            const auto [at, n] = piece(k);
+            return node.start_reduce(at, n, dtype, op, 0);
+        });
+        if (leaders_)
+            stages.emplace_back([&leaders = *leaders_->host_planes().front(), piece, dtype, op](size_t k) {
+                const auto [at, n] = piece(k);
+                return leaders.start_allreduce(at, n, dtype, op);
+            });
+        stages.emplace_back([&node = *node_broadcast_->host_planes().front(), piece, element](size_t k) {
+            const auto [at, n] = piece(k);
+            return node.start_broadcast(at, n * element, 0);
+        });
+        return std::make_unique<Pipeline>(std::move(stages), static_cast<size_t>((count + per_piece - 1) / per_piece));
+    }
+
+    void finalize(bool peers_present) override {
+        for (auto* transport : {&node_broadcast_, &leaders_, &node_reduce_}) {
+            if (*transport) (*transport)->finalize(peers_present);
+            transport->reset();
+        }
+    }
+
+private:
+    std::unique_ptr<Transport> node_reduce_;
+    std::unique_ptr<Transport> leaders_;
+    std::unique_ptr<Transport> node_broadcast_;
+};
+
+/// Waits for `pending` until `deadline`; false when it did not finish.
+bool finished_by(std::unique_ptr<Pending> pending, Clock::time_point deadline) {
+    while (pending && !pending->test()) {
+        if (Clock::now() > deadline) return false;
+        std::this_thread::yield();
+    }
+    return true;
+}
+
+}  // namespace
+
+std::unique_ptr<HostPlane> make_hierarchical_plane(Transport& transport, Clock::time_point deadline) {
+    ControlChannel& channel = transport.channel();
+    if (channel.size() == 1) return nullptr;
+    // Whether some rank is on another node than some other, and the most
+    // ranks on one node: alike on every rank, so all decide the same.
+    std::array<uint64_t, 2> words{channel.local_size() < channel.size() ? 1u : 0u,
+                                  static_cast<uint64_t>(channel.local_size())};
+    if (!finished_by(channel.start_max_u64(words), deadline))
+        fail(DDP_ERR_TIMEOUT, "setting up the hierarchical plane: not every rank took part within the timeout");
+    if (words[0] == 0 || words[1] < 2) return nullptr;
+    std::unique_ptr<Transport> node_reduce = transport.split(channel.node_leader(), channel.rank(), deadline);
+    std::unique_ptr<Transport> leaders = transport.split(channel.local_rank() == 0 ? 0 : -1, channel.rank(), deadline);
+    std::unique_ptr<Transport> node_broadcast = transport.split(channel.node_leader(), channel.rank(), deadline);
+    return std::make_unique<HierarchicalPlane>(std::move(node_reduce), std::move(leaders), std::move(node_broadcast));
+}
+
+}  // namespace ddp

@@ -1,0 +1,26 @@
+// The hierarchical host plane (Horovod's hierarchical allreduce, oneCCL's
+// 2D): for a communicator whose ranks span several nodes with several ranks
+// on some node, an allreduce is a reduce inside each node onto its leader,
+// an allreduce among the leaders only, and a broadcast inside each node.
+// Only one rank per node then sends the bytes between nodes, instead of
+// every rank taking part in one flat allreduce over the network.
+#pragma once
+
+#include <memory>
+
+#include "planes/host_plane.hpp"
+#include "planes/transport.hpp"
+
+namespace ddp {
+
+/// From this many bytes up a step goes the hierarchical way (below it the
+/// three stages' latency outweighs what they save; see docs/benchmark.md).
+constexpr int64_t hierarchical_min_bytes = int64_t{1} << 20;
+
+/// The hierarchical plane over `transport`'s ranks, or nullptr where it has
+/// nothing to gain (one node, or one rank per node).
+/// Collective over the transport's ranks (it splits the transport by node
+/// and into the node leaders); `deadline` bounds the exchange that decides.
+std::unique_ptr<HostPlane> make_hierarchical_plane(Transport& transport, Clock::time_point deadline);
+
+}  // namespace ddp
