@@ -92,11 +92,8 @@ template <typename Format>
     }
 }
 
-}  // namespace
-
-// One body, compiled per target; the loader picks the best the CPU runs.
-[[gnu::target_clones("avx512f", "avx2", "default")]]
-void combine(void* dst, const void* a, const void* b, int64_t count, ddp_dtype dtype, ddp_op op) {
+[[gnu::always_inline]] inline void combine_body(void* dst, const void* a, const void* b, int64_t count,
+                                                ddp_dtype dtype, ddp_op op) {
     switch (dtype) {
     case DDP_DTYPE_I8: return by_op<Plain<int8_t>>(dst, a, b, count, op);
     case DDP_DTYPE_I32: return by_op<Plain<int32_t>>(dst, a, b, count, op);
@@ -108,6 +105,37 @@ void combine(void* dst, const void* a, const void* b, int64_t count, ddp_dtype d
     case DDP_DTYPE_BF16: return by_op<BF16>(dst, a, b, count, op);
     }
     fail(DDP_ERR_INTERNAL, "shm combine called with an unknown dtype");
+}
+
+// One body, compiled per target. Chosen on the first call rather than by
+// GCC's target_clones: its ifunc resolver runs while the loader relocates
+// libddp, before ThreadSanitizer is set up, and crashes the TSan build.
+[[gnu::target("avx512f")]] void combine_avx512(void* dst, const void* a, const void* b, int64_t count, ddp_dtype dtype,
+                                               ddp_op op) {
+    combine_body(dst, a, b, count, dtype, op);
+}
+[[gnu::target("avx2")]] void combine_avx2(void* dst, const void* a, const void* b, int64_t count, ddp_dtype dtype,
+                                          ddp_op op) {
+    combine_body(dst, a, b, count, dtype, op);
+}
+void combine_baseline(void* dst, const void* a, const void* b, int64_t count, ddp_dtype dtype, ddp_op op) {
+    combine_body(dst, a, b, count, dtype, op);
+}
+
+using Combine = void (*)(void*, const void*, const void*, int64_t, ddp_dtype, ddp_op);
+
+Combine best_for_this_cpu() {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return combine_avx512;
+    if (__builtin_cpu_supports("avx2")) return combine_avx2;
+    return combine_baseline;
+}
+
+}  // namespace
+
+void combine(void* dst, const void* a, const void* b, int64_t count, ddp_dtype dtype, ddp_op op) {
+    static const Combine best = best_for_this_cpu();
+    best(dst, a, b, count, dtype, op);
 }
 
 }  // namespace ddp::shm

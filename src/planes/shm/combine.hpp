@@ -13,7 +13,7 @@
 namespace ddp::shm {
 
 /// dst may be a or b (exactly), not otherwise overlap them. The loop is
-/// compiled for AVX-512, AVX2 and the baseline, chosen at run time.
+/// compiled for AVX-512, AVX2 and the baseline, chosen on the first call.
 void combine(void* dst, const void* a, const void* b, int64_t count, ddp_dtype dtype, ddp_op op);
 
 }  // namespace ddp::shm
