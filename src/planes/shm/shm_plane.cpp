@@ -293,9 +293,7 @@ public:
 
     const char* name() const override { return "shm"; }
 
-    bool runs(DataOp, ddp_dtype, ddp_op, int64_t bytes) const override {
-        return bytes >= smallest_bytes && bytes < largest_bytes;
-    }
+    bool runs(DataOp, ddp_dtype, ddp_op, int64_t bytes) const override { return bytes >= smallest_bytes; }
 
     std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) override {
         return start({DataOp::allreduce, static_cast<std::byte*>(data), nullptr, count, dtype, op, 0});
@@ -323,11 +321,6 @@ private:
     /// 0.22-0.78x); below it (2-4 KiB: smaller allreduces travel inside
     /// agreement's messages) the mpi plane keeps the step.
     static constexpr int64_t smallest_bytes = 4 * 1024;
-    /// From 16 MiB up Open MPI's single-copy transport (the kernel copies
-    /// from the peer's memory, so a rank needs no peer running at the same
-    /// time) matched or beat this plane in most runs here, and far more so
-    /// when the ranks share cores with other work (docs/shm.md, Benchmark).
-    static constexpr int64_t largest_bytes = 16 * 1024 * 1024;
 
     std::unique_ptr<Pending> start(const Operation::Args& args) {
         auto operation = std::make_unique<Operation>(state_, args);
