@@ -7,7 +7,8 @@
 // overhead against a bare 4-byte MPI_Allreduce, and how much of the
 // communication an async allreduce leaves exposed behind compute; and
 // allgather and reduce_scatter against MPI_Allgather and
-// MPI_Reduce_scatter_block on the same bytes.
+// MPI_Reduce_scatter_block on the same bytes; and one buffer of 4 KiB to
+// 256 MiB against a bare MPI_Allreduce (the shared-memory plane's rows).
 //
 //   mpirun -np 2 --mca btl self,vader build/bench/allreduce_bench MODELS_DIR LABEL RUNS CSV
 #include <mpi.h>
@@ -212,6 +213,34 @@ void bench_list(FILE* csv, const std::string& label, const GradientList& g, int 
     for (size_t k = 0; k < strategies.size(); ++k)
         print_row(csv, label, g.name, strategies[k].first, stats[k], stats[0].median);
     ddp_reducer_free(reducer);
+}
+
+// One buffer of each size from 4 KiB to 256 MiB: libddp (the shared-memory
+// plane in front when the ranks share a node, DDP_SHM=0: without it) against
+// a bare MPI_Allreduce and memcpy of the same bytes, interleaved. Small sizes
+// time many calls per run, so that one run is well above the clock's grain.
+void bench_sizes(FILE* csv, const std::string& label, int runs) {
+    for (int64_t bytes = 4096; bytes <= (int64_t{256} << 20); bytes *= 4) {
+        const auto floats = static_cast<size_t>(bytes) / sizeof(float);
+        std::vector<float> data(floats, 0.0f), raw(floats, 0.0f), copy(floats);
+        ddp_tensor tensor{data.data(), static_cast<int64_t>(floats), DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
+        const int calls = static_cast<int>(std::clamp<int64_t>((int64_t{16} << 20) / bytes, 1, 1000));
+        Strategies strategies;
+        strategies.emplace_back("libddp", [&] {
+            for (int i = 0; i < calls; ++i) ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, nullptr);
+        });
+        strategies.emplace_back("MPI_Allreduce", [&] {
+            for (int i = 0; i < calls; ++i)
+                MPI_Allreduce(MPI_IN_PLACE, raw.data(), static_cast<int>(floats), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        });
+        strategies.emplace_back("memcpy (floor)", [&] {
+            for (int i = 0; i < calls; ++i) std::memcpy(copy.data(), data.data(), static_cast<size_t>(bytes));
+        });
+        const std::vector<Stats> stats = interleave(strategies, runs, calls);
+        const std::string list = bytes >= (1 << 20) ? std::to_string(bytes >> 20) + " MiB" : std::to_string(bytes >> 10) + " KiB";
+        for (size_t k = 0; k < strategies.size(); ++k)
+            print_row(csv, label, list, strategies[k].first, stats[k], stats[0].median);
+    }
 }
 
 // Exits the job when a libddp call fails: a benchmark must not time errors.
@@ -492,10 +521,10 @@ void bench_overlap(const std::string& label, const GradientList& g, int runs) {
 int main(int argc, char** argv) {
     if (argc != 5 && argc != 6) {
         std::fprintf(stderr, "usage: %s MODELS_DIR LABEL RUNS CSV [SECTIONS]\n"
-                             "  SECTIONS: comma-separated lists,shards,overhead,overlap,backward (default: all)\n", argv[0]);
+                             "  SECTIONS: comma-separated sizes,lists,shards,overhead,overlap,backward (default: all)\n", argv[0]);
         return 2;
     }
-    const std::string sections = argc == 6 ? argv[5] : "lists,shards,overhead,overlap,backward";
+    const std::string sections = argc == 6 ? argv[5] : "sizes,lists,shards,overhead,overlap,backward";
     auto wanted = [&](const char* section) { return sections.find(section) != std::string::npos; };
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -521,6 +550,7 @@ int main(int argc, char** argv) {
     if (rank == 0)
         std::printf("%-15s %-6s %-24s %10s %10s %10s %8s\n", "list", "btl", "strategy", "median ms", "min ms",
                     "max ms", "x libddp");
+    if (wanted("sizes")) bench_sizes(csv, label, runs);
     if (wanted("lists"))
         for (const auto& g : lists) bench_list(csv, label, g, runs);
     if (wanted("shards")) bench_shards(csv, label, lists[0], runs);

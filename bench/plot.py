@@ -10,7 +10,15 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 
 # Allreduce only: the allgather and reduce_scatter rows ("shards ...") are a
 # table of ratios in docs/benchmark.md, on other axes than these panels.
-rows = [r for r in csv.DictReader(open(sys.argv[1])) if not r["list"].startswith("shards ")]
+# One buffer per size ("4 KiB" ... "256 MiB") is a second chart: time against size.
+all_rows = list(csv.DictReader(open(sys.argv[1])))
+
+
+def is_size(name):
+    return name.endswith(" KiB") or name.endswith(" MiB")
+
+
+rows = [r for r in all_rows if not r["list"].startswith("shards ") and not is_size(r["list"])]
 panels = sorted({(r["list"], r["btl"]) for r in rows}, key=lambda p: (p[1], p[0]))
 strategies = list(dict.fromkeys(r["strategy"] for r in rows))
 times = defaultdict(dict)
@@ -31,3 +39,25 @@ for ax, panel in zip(axes, panels):
 fig.tight_layout()
 fig.savefig(sys.argv[2], dpi=90)
 print(f"wrote {sys.argv[2]}")
+
+sized = [r for r in all_rows if is_size(r["list"])]
+if sized:
+    def size_bytes(name):
+        number, unit = name.split()
+        return int(number) * (1024 if unit == "KiB" else 1024 * 1024)
+
+    btls = sorted({r["btl"] for r in sized})
+    fig, axes = plt.subplots(1, len(btls), figsize=(6 * len(btls), 4.5), squeeze=False)
+    for ax, btl in zip(axes[0], btls):
+        for strategy in dict.fromkeys(r["strategy"] for r in sized):
+            points = sorted((size_bytes(r["list"]), float(r["median_ms"])) for r in sized
+                            if r["btl"] == btl and r["strategy"] == strategy)
+            ax.loglog([p[0] for p in points], [p[1] for p in points], marker="o", label=strategy)
+        ax.set_title(f"one f32 buffer over {btl} (2 ranks)")
+        ax.set_xlabel("bytes")
+        ax.set_ylabel("median ms per call")
+        ax.legend()
+    fig.tight_layout()
+    out = sys.argv[2].replace(".png", "-sizes.png")
+    fig.savefig(out, dpi=90)
+    print(f"wrote {out}")

@@ -27,6 +27,8 @@ struct Settings {
     std::string flight_recorder_dir;
     /// DDP_HIERARCHICAL: the hierarchical plane where ranks span nodes.
     bool hierarchical = true;
+    /// DDP_SHM: whether ranks sharing a node may use the shared-memory plane.
+    bool shm = true;
 };
 
 /// Throws DDP_ERR_INVALID_ARGUMENT naming the first bad field of `opts`.

@@ -1,6 +1,6 @@
 // The host planes a communicator puts in front of its transport's own in
-// the priority list: planes that know where its ranks are (hierarchical
-// across nodes). A new plane of that kind is one more line here.
+// the priority list: planes that know where its ranks are (shared memory
+// within one node, hierarchical across nodes). A new plane of that kind is one more line here.
 #pragma once
 
 #include <memory>
@@ -14,6 +14,7 @@ namespace ddp {
 /// Which of them the user allows (the environment, resolved at ddp_init).
 struct PlanesAllowed {
     bool hierarchical = true;
+    bool shm = true;
 };
 
 /// Best first; empty when none has anything to gain. Collective over the

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -32,7 +33,9 @@ int main(int argc, char** argv) {
     if (ddp_init(nullptr, &world) != DDP_OK) return 2;
     int32_t rank = 0;
     ddp_rank(world, &rank);
-    std::vector<float> data(16 << 20, 1.0f);  // 64 MB
+    // 64 MB; KILLED_RANK_FLOATS chooses another size (4 MB: the shared-memory plane's steps).
+    const char* floats = std::getenv("KILLED_RANK_FLOATS");
+    std::vector<float> data(floats != nullptr ? std::strtoul(floats, nullptr, 10) : 16u << 20, 1.0f);
     ddp_tensor tensor{data.data(), static_cast<int64_t>(data.size()), DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
     if (rank == 1) {
         std::thread([] {

@@ -85,7 +85,10 @@ def schema(script, ddp_trace, folder):
             if event["name"] in ("transfer", "bucket", "pack"):
                 assert event["args"]["bytes"] > 0 and "seq" in event["args"], event
             if event["name"] in ("transfer", "bucket"):
-                assert event["args"]["plane"] == "mpi", event
+                # The ranks share a node: the shared-memory plane from 4 KiB up (docs/shm.md).
+                assert event["args"]["plane"] in ("shm", "mpi"), event
+                if event["args"]["bytes"] >= 4096:
+                    assert event["args"]["plane"] == "shm", event
 
 
 def sequence(script, ddp_trace, folder):
