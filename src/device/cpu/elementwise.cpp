@@ -1,10 +1,8 @@
 #include "device/cpu/elementwise.hpp"
 
-#include <cmath>
 #include <cstring>
-#include <limits>
 
-#include "device/cpu/half.hpp"
+#include "device/cpu/element_rules.hpp"
 #include "util/error.hpp"
 
 namespace ddp {
@@ -23,40 +21,6 @@ T load(const void* base, int64_t i) {
 template <typename T>
 void store(void* base, int64_t i, T value) {
     std::memcpy(static_cast<char*>(base) + i * static_cast<int64_t>(sizeof(T)), &value, sizeof(T));
-}
-
-// How a dtype's elements become numbers to compute with and back.
-struct F32 {
-    using Stored = float;
-    static float to(float v) { return v; }
-    static float from(float v) { return v; }
-};
-struct F64 {
-    using Stored = double;
-    static double to(double v) { return v; }
-    static double from(double v) { return v; }
-};
-struct F16 {
-    using Stored = uint16_t;
-    static float to(uint16_t v) { return f16_to_float(v); }
-    static uint16_t from(float v) { return float_to_f16(v); }
-};
-struct BF16 {
-    using Stored = uint16_t;
-    static float to(uint16_t v) { return bf16_to_float(v); }
-    static uint16_t from(float v) { return float_to_bf16(v); }
-};
-
-template <typename T>
-T nan_min(T a, T b) {
-    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
-    return b < a ? b : a;
-}
-
-template <typename T>
-T nan_max(T a, T b) {
-    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
-    return a < b ? b : a;
 }
 
 template <typename Format, typename Combine>
@@ -91,8 +55,8 @@ void divide_format(void* dst, const void* src, int64_t count, double divisor) {
 
 void reduce_into(void* inout, const void* in, int64_t count, ddp_dtype dtype, ddp_op op) {
     switch (dtype) {
-    case DDP_DTYPE_F32: return reduce_format<F32>(inout, in, count, op);
-    case DDP_DTYPE_F64: return reduce_format<F64>(inout, in, count, op);
+    case DDP_DTYPE_F32: return reduce_format<Plain<float>>(inout, in, count, op);
+    case DDP_DTYPE_F64: return reduce_format<Plain<double>>(inout, in, count, op);
     case DDP_DTYPE_F16: return reduce_format<F16>(inout, in, count, op);
     case DDP_DTYPE_BF16: return reduce_format<BF16>(inout, in, count, op);
     default: fail(DDP_ERR_INTERNAL, "reduce_into called with an integer dtype");
@@ -101,8 +65,8 @@ void reduce_into(void* inout, const void* in, int64_t count, ddp_dtype dtype, dd
 
 void divide_copy(void* dst, const void* src, int64_t count, ddp_dtype dtype, double divisor) {
     switch (dtype) {
-    case DDP_DTYPE_F32: return divide_format<F32, float>(dst, src, count, divisor);
-    case DDP_DTYPE_F64: return divide_format<F64, double>(dst, src, count, divisor);
+    case DDP_DTYPE_F32: return divide_format<Plain<float>, float>(dst, src, count, divisor);
+    case DDP_DTYPE_F64: return divide_format<Plain<double>, double>(dst, src, count, divisor);
     case DDP_DTYPE_F16: return divide_format<F16, float>(dst, src, count, divisor);
     case DDP_DTYPE_BF16: return divide_format<BF16, float>(dst, src, count, divisor);
     default: fail(DDP_ERR_INTERNAL, "divide_copy called with an integer dtype");

@@ -5,30 +5,12 @@
 #include <limits>
 #include <type_traits>
 
-#include "device/cpu/half.hpp"
+#include "device/cpu/element_rules.hpp"
 #include "util/error.hpp"
 
 namespace ddp::shm {
 
 namespace {
-
-// How a dtype's elements become numbers to compute with and back.
-template <typename T>
-struct Plain {
-    using Stored = T;
-    static T to(T v) { return v; }
-    static T from(T v) { return v; }
-};
-struct F16 {
-    using Stored = uint16_t;
-    static float to(uint16_t v) { return f16_to_float(v); }
-    static uint16_t from(float v) { return float_to_f16(v); }
-};
-struct BF16 {
-    using Stored = uint16_t;
-    static float to(uint16_t v) { return bf16_to_float(v); }
-    static uint16_t from(float v) { return float_to_bf16(v); }
-};
 
 template <typename T>
 T sum(T a, T b) {
@@ -45,21 +27,6 @@ T product(T a, T b) {
                                                                     static_cast<std::make_unsigned_t<T>>(b)));
     else
         return a * b;
-}
-
-// device/cpu/elementwise.cpp's nan_min and nan_max, operand for operand.
-template <typename T>
-T minimum(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>)
-        if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
-    return b < a ? b : a;
-}
-
-template <typename T>
-T maximum(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>)
-        if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
-    return a < b ? b : a;
 }
 
 // Elements through memcpy: segments and tensors may start at any byte.
@@ -86,8 +53,8 @@ template <typename Format>
     switch (op) {
     case DDP_OP_SUM: return loop<Format>(dst, a, b, count, [](auto x, auto y) { return sum(x, y); });
     case DDP_OP_PROD: return loop<Format>(dst, a, b, count, [](auto x, auto y) { return product(x, y); });
-    case DDP_OP_MIN: return loop<Format>(dst, a, b, count, [](auto x, auto y) { return minimum(x, y); });
-    case DDP_OP_MAX: return loop<Format>(dst, a, b, count, [](auto x, auto y) { return maximum(x, y); });
+    case DDP_OP_MIN: return loop<Format>(dst, a, b, count, [](auto x, auto y) { return nan_min(x, y); });
+    case DDP_OP_MAX: return loop<Format>(dst, a, b, count, [](auto x, auto y) { return nan_max(x, y); });
     default: fail(DDP_ERR_INTERNAL, "shm combine called with AVG");
     }
 }
