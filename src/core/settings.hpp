@@ -28,7 +28,7 @@ struct Settings {
     /// DDP_HIERARCHICAL: the hierarchical plane where ranks span nodes.
     bool hierarchical = true;
     /// DDP_SHM: whether ranks sharing a node may use the shared-memory plane.
-    bool shm = true;
+    bool shm = false;
 };
 
 /// Throws DDP_ERR_INVALID_ARGUMENT naming the first bad field of `opts`.

@@ -14,7 +14,7 @@ namespace ddp {
 /// Which of them the user allows (the environment, resolved at ddp_init).
 struct PlanesAllowed {
     bool hierarchical = true;
-    bool shm = true;
+    bool shm = false;  // opt-in (DDP_SHM=1): docs/shm.md says why
 };
 
 /// Best first; empty when none has anything to gain. Collective over the

@@ -37,9 +37,10 @@ bool floating(ddp_dtype d) {
     return d == DDP_DTYPE_F16 || d == DDP_DTYPE_BF16 || d == DDP_DTYPE_F32 || d == DDP_DTYPE_F64;
 }
 
+/// The plane is opt-in (DDP_SHM=1; docs/shm.md says why).
 bool shm_expected() {
     const char* setting = std::getenv("DDP_SHM");
-    return size > 1 && !(setting != nullptr && std::string(setting) == "0");
+    return size > 1 && setting != nullptr && std::string(setting) == "1";
 }
 
 /// Element counts around the chunk: 1, one short of a chunk, one over, many

@@ -85,10 +85,8 @@ def schema(script, ddp_trace, folder):
             if event["name"] in ("transfer", "bucket", "pack"):
                 assert event["args"]["bytes"] > 0 and "seq" in event["args"], event
             if event["name"] in ("transfer", "bucket"):
-                # The ranks share a node: the shared-memory plane from 4 KiB up (docs/shm.md).
-                assert event["args"]["plane"] in ("shm", "mpi"), event
-                if event["args"]["bytes"] >= 4096:
-                    assert event["args"]["plane"] == "shm", event
+                # The shared-memory plane is opt-in (DDP_SHM=1, docs/shm.md): MPI here.
+                assert event["args"]["plane"] == "mpi", event
 
 
 def sequence(script, ddp_trace, folder):

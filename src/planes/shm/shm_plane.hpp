@@ -15,7 +15,7 @@ namespace ddp {
 
 /// Sets the plane up collectively over `channel` (every rank of it calls
 /// this): nullptr on every rank when it does not apply (one rank, ranks on
-/// several nodes, `enabled` false on some rank: DDP_SHM=0) or when setting
+/// several nodes, `enabled` false on some rank: DDP_SHM not 1) or when setting
 /// it up failed on any rank (said at debug log level). Waits for peers
 /// until `deadline`; past it, it throws DDP_ERR_TIMEOUT.
 std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, bool enabled, Clock::time_point deadline);
