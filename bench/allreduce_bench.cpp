@@ -9,11 +9,17 @@
 // allgather and reduce_scatter against MPI_Allgather and
 // MPI_Reduce_scatter_block on the same bytes; and one buffer of 4 KiB to
 // 256 MiB against a bare MPI_Allreduce (the shared-memory plane's rows).
+// Each row also carries the cache-line round trip between ranks 0 and 1
+// measured just before it: on a virtual machine the host may place the two
+// vCPUs near each other (~100 ns) or far apart (~500 ns) and move them while
+// a job runs, which changes every strategy's time several-fold; compare
+// rows measured in the same placement.
 //
 //   mpirun -np 2 --mca btl self,vader build/bench/allreduce_bench MODELS_DIR LABEL RUNS CSV
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <cmath>
@@ -21,6 +27,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -34,6 +41,63 @@ namespace {
 
 int rank = 0, size = 1;
 ddp_comm* world = nullptr;
+
+// Ranks 0 and 1 bounce a counter through one cache line of an MPI shared
+// window; the median round trip in ns (0 where they share no node).
+class RoundTrip {
+public:
+    RoundTrip() {
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_);
+        int node_rank = 0;
+        MPI_Comm_rank(node_, &node_rank);
+        const bool shares_with_0 = (rank == 0 || rank == 1) && node_rank == rank;
+        int both = 0, mine = shares_with_0 ? 1 : 0;
+        MPI_Allreduce(&mine, &both, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        usable_ = both == 2;
+        void* base = nullptr;
+        MPI_Win_allocate_shared(node_rank == 0 ? 256 : 0, 1, MPI_INFO_NULL, node_, &base, &window_);
+        MPI_Aint bytes = 0;
+        int unit = 0;
+        MPI_Win_shared_query(window_, 0, &bytes, &unit, &base);
+        line_ = static_cast<int64_t*>(base);
+    }
+    ~RoundTrip() {
+        MPI_Win_free(&window_);
+        MPI_Comm_free(&node_);
+    }
+    double measure() {
+        double ns = 0;
+        if (usable_ && rank < 2) {
+            std::atomic_ref<int64_t> ping(line_[0]), pong(line_[8]);
+            constexpr int64_t bounces = 20000;
+            if (rank == 0) ping.store(0), pong.store(0);
+            MPI_Barrier(MPI_COMM_WORLD);
+            const double start = MPI_Wtime();
+            for (int64_t k = 1; k <= bounces; ++k) {
+                if (rank == 0) {
+                    ping.store(k, std::memory_order_release);
+                    while (pong.load(std::memory_order_acquire) != k) {}
+                } else {
+                    while (ping.load(std::memory_order_acquire) != k) {}
+                    pong.store(k, std::memory_order_release);
+                }
+            }
+            ns = (MPI_Wtime() - start) * 1e9 / bounces;
+        } else {
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+        MPI_Bcast(&ns, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        return ns;
+    }
+
+private:
+    MPI_Comm node_ = MPI_COMM_NULL;
+    MPI_Win window_ = MPI_WIN_NULL;
+    int64_t* line_ = nullptr;
+    bool usable_ = false;
+};
+RoundTrip* round_trip = nullptr;
+double last_round_trip_ns = 0;  ///< measured before the cell being timed
 
 struct GradientList {
     std::string name;
@@ -129,8 +193,9 @@ void print_row(FILE* csv, const std::string& label, const std::string& list, con
     std::printf("%-15s %-6s %-24s %10.3f %10.3f %10.3f %8.2f\n", list.c_str(), label.c_str(), strategy.c_str(),
                 s.median * 1e3, s.min * 1e3, s.max * 1e3, s.median / ddp_median);
     // The strategy is quoted: names like "libddp, views of (c)" hold commas.
-    std::fprintf(csv, "%s,%s,%d,\"%s\",%.6f,%.6f,%.6f,%.4f\n", list.c_str(), label.c_str(), size, strategy.c_str(),
-                 s.median * 1e3, s.min * 1e3, s.max * 1e3, s.median / ddp_median);
+    std::fprintf(csv, "%s,%s,%d,\"%s\",%.6f,%.6f,%.6f,%.4f,%.0f\n", list.c_str(), label.c_str(), size,
+                 strategy.c_str(), s.median * 1e3, s.min * 1e3, s.max * 1e3, s.median / ddp_median,
+                 last_round_trip_ns);
 }
 
 using Strategies = std::vector<std::pair<std::string, std::function<void()>>>;
@@ -141,6 +206,8 @@ using Strategies = std::vector<std::pair<std::string, std::function<void()>>>;
 // flushed, and one that always ran after (a) would find the tensors cached.
 // The first 2 rounds warm up; a strategy's time is its body's over `calls`.
 std::vector<Stats> interleave(const Strategies& strategies, int runs, int calls = 1) {
+    last_round_trip_ns = round_trip->measure();
+    if (rank == 0) std::printf("# cache-line round trip rank 0 <-> 1: %.0f ns\n", last_round_trip_ns);
     std::vector<std::vector<double>> seconds(strategies.size());
     std::vector<size_t> order(strategies.size());
     std::iota(order.begin(), order.end(), size_t{0});
@@ -537,6 +604,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "ddp_init: %s\n", ddp_last_error_message());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
+    auto probe = std::make_unique<RoundTrip>();
+    round_trip = probe.get();
     const std::string models = argv[1], label = argv[2];
     const int runs = std::max(3, std::atoi(argv[3]));
     FILE* csv = rank == 0 ? std::fopen(argv[4], "a") : nullptr;
@@ -546,7 +615,8 @@ int main(int argc, char** argv) {
     GradientList tiny{"1000x256", std::vector<int64_t>(1000, 256)};
     GradientList small{"2500x256", std::vector<int64_t>(2500, 256)};
     const std::vector<GradientList> lists = {read_model("resnet50", models + "/resnet50.tsv"),
-                                             read_model("bert-base", models + "/bert-base.tsv"), tiny, small};
+                                             read_model("bert-base", models + "/bert-base.tsv"), tiny, small,
+                                             read_model("gpt2", models + "/gpt2.tsv")};
     if (rank == 0)
         std::printf("%-15s %-6s %-24s %10s %10s %10s %8s\n", "list", "btl", "strategy", "median ms", "min ms",
                     "max ms", "x libddp");
@@ -559,6 +629,7 @@ int main(int argc, char** argv) {
     if (wanted("backward"))
         for (size_t i = 0; i < 2; ++i) bench_backward(label, lists[i], runs, i == 0 ? 0.030 : 0.150);
     if (csv) std::fclose(csv);
+    probe.reset();
     ddp_finalize(world);
     MPI_Finalize();
     return 0;

@@ -61,7 +61,7 @@ Settings resolve_settings(const ddp_init_options& opts) {
     settings.flight_recorder_size = env_count("DDP_FLIGHT_RECORDER_SIZE", int64_t{1} << 20).value_or(64);
     settings.flight_recorder_dir = env_string("DDP_FLIGHT_RECORDER_DIR").value_or("");
     settings.hierarchical = env_switch("DDP_HIERARCHICAL").value_or(true);
-    settings.shm = env_switch("DDP_SHM").value_or(false);
+    settings.shm = env_switch("DDP_SHM");
     return settings;
 }
 

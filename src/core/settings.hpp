@@ -27,8 +27,9 @@ struct Settings {
     std::string flight_recorder_dir;
     /// DDP_HIERARCHICAL: the hierarchical plane where ranks span nodes.
     bool hierarchical = true;
-    /// DDP_SHM: whether ranks sharing a node may use the shared-memory plane.
-    bool shm = false;
+    /// DDP_SHM: whether ranks sharing a node use the shared-memory plane
+    /// (unset: where each rank has a CPU of its own).
+    std::optional<bool> shm;
 };
 
 /// Throws DDP_ERR_INVALID_ARGUMENT naming the first bad field of `opts`.

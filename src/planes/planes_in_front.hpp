@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "planes/host_plane.hpp"
+#include "planes/shm/shm_plane.hpp"
 #include "planes/transport.hpp"
 
 namespace ddp {
@@ -14,7 +15,7 @@ namespace ddp {
 /// Which of them the user allows (the environment, resolved at ddp_init).
 struct PlanesAllowed {
     bool hierarchical = true;
-    bool shm = false;  // opt-in (DDP_SHM=1): docs/shm.md says why
+    ShmRequest shm;  ///< unset: where every rank of the node has a CPU
 };
 
 /// Best first; empty when none has anything to gain. Collective over the

@@ -355,13 +355,18 @@ std::string segment_name(uint64_t creator_pid, uint64_t nonce) {
 
 }  // namespace
 
-std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, bool enabled, Clock::time_point deadline) {
+std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, ShmRequest request, Clock::time_point deadline) {
     const int rank = channel.rank(), size = channel.size();
     if (size < 2 || channel.local_size() != size) return nullptr;
     const size_t bytes = segment_bytes(size);
     const std::vector<uint64_t> layout{layout_magic, static_cast<uint64_t>(size), chunk_bytes};
     std::unique_ptr<Segment> segment;
-    std::string name, trouble = enabled ? "" : "DDP_SHM=0 here";
+    const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+    const bool enabled = request.value_or(cpus <= 0 || size <= cpus);
+    std::string name, trouble = enabled            ? ""
+                                : request.has_value() ? "DDP_SHM=0 here"
+                                                      : std::to_string(size) + " ranks share this node's " +
+                                                            std::to_string(cpus) + " CPUs (DDP_SHM=1 to use it anyway)";
     // Round 1: rank 0 creates the segment under a name no other job uses
     // and tells it; every rank says whether it takes part.
     uint64_t nonce = 0;

@@ -7,17 +7,23 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "control/channel.hpp"
 #include "planes/host_plane.hpp"
 
 namespace ddp {
 
+/// Whether the user turned the plane on or off (DDP_SHM=1/0); unset: on
+/// where every rank of the node has a CPU of its own (docs/shm.md: polled
+/// flags need the peers running at the same moment).
+using ShmRequest = std::optional<bool>;
+
 /// Sets the plane up collectively over `channel` (every rank of it calls
 /// this): nullptr on every rank when it does not apply (one rank, ranks on
-/// several nodes, `enabled` false on some rank: DDP_SHM not 1) or when setting
-/// it up failed on any rank (said at debug log level). Waits for peers
-/// until `deadline`; past it, it throws DDP_ERR_TIMEOUT.
-std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, bool enabled, Clock::time_point deadline);
+/// several nodes, turned off or more ranks than CPUs on some rank) or when
+/// setting it up failed on any rank (said at debug log level). Waits for
+/// peers until `deadline`; past it, it throws DDP_ERR_TIMEOUT.
+std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, ShmRequest request, Clock::time_point deadline);
 
 }  // namespace ddp
