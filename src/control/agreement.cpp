@@ -79,13 +79,14 @@ trace::CallSummary summary_of(std::span<const uint64_t> words, uint64_t hash) {
 // Whether every rank's hash equals this rank's; `vote` (when given) becomes
 // the largest any rank passed. Every agreement message has the three
 // words, so that ranks in different calls still read each other's.
-bool hashes_agree(ControlChannel& channel, ControlPlane& control, CallContext& context, uint64_t hash,
+bool hashes_agree(ControlPlane& control, CallContext& context, uint64_t hash,
                   const CarriedAllreduce* carried = nullptr, uint64_t* vote = nullptr) {
     uint64_t extremes[3] = {hash, ~hash, vote != nullptr ? *vote : 0};  // max(hash), ~min(hash), max(vote)
+    AgreementRoute& route = control.agreement_route();
     control.wait(context,
-                 carried ? channel.start_max_u64_carrying(extremes, carried->data, carried->count, carried->dtype,
-                                                          carried->op)
-                         : channel.start_max_u64(extremes),
+                 carried ? route.start_max_u64_carrying(extremes, carried->data, carried->count, carried->dtype,
+                                                        carried->op)
+                         : route.start_max_u64_carrying(extremes, nullptr, 0, DDP_DTYPE_U8, DDP_OP_MAX),
                  WaitStyle::for_peers);
     if (vote != nullptr) *vote = extremes[2];
     return extremes[0] == ~extremes[1];
@@ -141,8 +142,11 @@ void agree(ControlChannel& channel, ControlPlane& control, CallContext& context,
     {
         trace::Span span(control.timeline(), carried ? "agreement + small allreduce" : "agreement",
                          trace::Row::work, context.sequence);
-        if (span.on() && carried) span.event().bytes = carried->count * static_cast<int64_t>(element_size(carried->dtype));
-        if (!hashes_agree(channel, control, context, hash, carried, vote))
+        if (span.on()) {
+            span.event().plane = control.agreement_route().name();  // the route its messages took
+            if (carried) span.event().bytes = carried->count * static_cast<int64_t>(element_size(carried->dtype));
+        }
+        if (!hashes_agree(control, context, hash, carried, vote))
             throw mismatch(channel, control, context, words, explain);
     }
     control.flight_recorder().agreed(context.sequence);
@@ -150,8 +154,9 @@ void agree(ControlChannel& channel, ControlPlane& control, CallContext& context,
 
 void agree_on_words(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
                     const ExplainDifference& explain_difference) {
-    const trace::Span span(control.timeline(), "agreement", trace::Row::work, context.sequence);
-    if (!hashes_agree(channel, control, context, hash_words(words)))
+    trace::Span span(control.timeline(), "agreement", trace::Row::work, context.sequence);
+    if (span.on()) span.event().plane = control.agreement_route().name();
+    if (!hashes_agree(control, context, hash_words(words)))
         throw mismatch(channel, control, context, words, explain_difference);
 }
 
@@ -179,7 +184,7 @@ void agree_on_invalid_call(ControlChannel& channel, ControlPlane& control, CallC
     append_reason(words, reason);
     control.flight_recorder().described(context.sequence, summary_of(words, hash_words(words)));
     try {
-        if (!hashes_agree(channel, control, context, hash_words(words)))
+        if (!hashes_agree(control, context, hash_words(words)))
             mismatch(channel, control, context, words, explain);
     } catch (const Error&) {
         // This rank reports its own validation error, not the mismatch or a timeout.

@@ -36,7 +36,7 @@ std::vector<uint64_t> encode(const CallDescription& call);
 /// The bytes of the tensors that `words` (from encode) describe.
 int64_t described_bytes(std::span<const uint64_t> words);
 
-/// A small allreduce (at most max_carried_bytes) that travels in
+/// A small allreduce (at most the agreement route's carried_capacity()) that travels in
 /// agreement's own messages: in place on `data`, which holds the result
 /// once agree() returns.
 struct CarriedAllreduce {

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "control/agreement_route.hpp"
 #include "ddp/ddp.h"
 #include "util/pending.hpp"
 
@@ -33,20 +34,12 @@ struct AbortNotice {
     Reason reason = Reason::gave_up;
 };
 
-/// The most data bytes start_max_u64_carrying takes: a latency-bound
-/// message on every transport (shared memory's eager limit is 4 KiB).
-constexpr int64_t max_carried_bytes = 2048;
-
-/// The words of agreement's messages (control/agreement.cpp), which carry
-/// up to max_carried_bytes beside them.
-constexpr size_t max_agreement_words = 3;
-
-class ControlChannel {
+/// Agreement's default route: its start_max_u64_carrying.
+class ControlChannel : public AgreementRoute {
 public:
     virtual ~ControlChannel() = default;
 
-    /// The transport's name ("mpi", "self").
-    virtual const char* name() const = 0;
+    // name(): the transport's ("mpi", "self").
 
     // Topology.
     virtual int rank() const = 0;
@@ -65,13 +58,8 @@ public:
     /// `values` when the Pending finishes. The channel works on its own copy,
     /// so `values` may go away if the Pending is abandoned.
     virtual std::unique_ptr<Pending> start_max_u64(std::span<uint64_t> values) = 0;
-    /// start_max_u64 that also allreduces `carried` (in place, element-wise
-    /// `op`, at most max_carried_bytes) in the same messages, so that a small
-    /// allreduce costs agreement's round trip and no other. The data is
-    /// written back when the Pending finishes and means something only if
-    /// the words show that every rank passed equal words.
-    virtual std::unique_ptr<Pending> start_max_u64_carrying(std::span<uint64_t> values, void* carried, int64_t count,
-                                                            ddp_dtype dtype, ddp_op op) = 0;
+    // start_max_u64_carrying (AgreementRoute): start_max_u64 that also
+    // allreduces a small buffer in the same messages.
     /// Every rank's `words` (any length), indexed by rank, into `by_rank`
     /// when the Pending finishes. `by_rank` must outlive the Pending.
     virtual std::unique_ptr<Pending> start_allgather_u64(std::span<const uint64_t> words,

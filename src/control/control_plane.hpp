@@ -97,6 +97,10 @@ public:
     /// (the device plane's stop_work), so that no kernel waits for peers
     /// that will not come. Set once, before the first collective.
     void on_break(std::function<void()> stop_device_work) { stop_device_work_ = std::move(stop_device_work); }
+    /// Where agreement's rounds travel: the channel unless a faster route
+    /// is set (once, before the first collective; it must outlive this).
+    AgreementRoute& agreement_route() { return *agreement_route_; }
+    void route_agreement_through(AgreementRoute& route) { agreement_route_ = &route; }
 
     /// What this rank is doing, as peers are told.
     PeerStatus status() const;
@@ -140,6 +144,7 @@ private:
     void tell_peers(const AbortNotice& notice);
 
     ControlChannel& channel_;
+    AgreementRoute* agreement_route_ = &channel_;
     std::function<void()> stop_device_work_;
     const std::string name_;
     const std::string prefix_;  ///< "NAME: " before messages; "" for the world

@@ -53,6 +53,12 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, std::unique_ptr
           if (device >= 0) cuda::make_current(device);  // every libddp thread has the rank's GPU current
       }) {
     channel().start_control([this] { return control_.status(); });
+    // Agreement's rounds take the first faster route a plane in front offers.
+    for (const auto& plane : planes_in_front_)
+        if (AgreementRoute* route = plane->agreement_route()) {
+            control_.route_agreement_through(*route);
+            break;
+        }
     if (device_plane_) {
         device_plane_->on_failure([this](ddp_status status, const std::string& message) {
             control_.break_from_device(status, message, false);  // the watchdog's thread

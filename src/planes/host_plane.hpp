@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "control/agreement_route.hpp"
 #include "ddp/ddp.h"
 #include "util/pending.hpp"
 
@@ -52,6 +53,10 @@ public:
     /// buffers do not overlap.
     virtual std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count,
                                                           ddp_dtype dtype, ddp_op op);
+
+    /// A faster route for agreement's rounds between this plane's ranks
+    /// than the control channel, if it has one (it lives as long as the plane).
+    virtual AgreementRoute* agreement_route() { return nullptr; }
 
     /// Releases what the plane holds of its own (a plane that is its
     /// transport's has nothing: the transport goes after it), before the

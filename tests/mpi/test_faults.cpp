@@ -127,8 +127,10 @@ TEST(Faults, ALateRankFailsASmallAllreduceItsPeerGaveUpOn) {
         EXPECT_EQ(ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, &short_timeout), DDP_ERR_TIMEOUT);
     } else {
         // Just after rank 0 gave up: before the background thread (which
-        // polls every 10 ms) has taken in its notice, most of the time.
-        std::this_thread::sleep_for(std::chrono::milliseconds(503));
+        // polls every 10 ms) has taken in its notice, most of the time. 6 ms
+        // past rank 0's deadline, as the two may leave the barrier a few ms
+        // apart on a loaded machine (3 ms was seen to be too few).
+        std::this_thread::sleep_for(std::chrono::milliseconds(506));
         EXPECT_EQ(ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, nullptr), DDP_ERR_TIMEOUT);
         EXPECT_NE(message().find("rank 0 gave up on allreduce #2"), std::string::npos) << message();
     }

@@ -161,8 +161,9 @@ bool segment_name_left() {
 /// its small ones and libddp's do (measured here: it differs from the
 /// reference with DDP_SHM=0), so that case is the shm plane's alone.
 bool bits_promised(ddp_dtype dtype, ddp_op op, int64_t count) {
-    const bool shm_runs_it = shm_expected() && count * static_cast<int64_t>(width(dtype)) >= 4 * 1024;
-    if (shm_runs_it) return true;
+    // From 4 KiB the plane, below it agreement's shared-memory route (the
+    // same rank-order combination): all of it, when the plane is on.
+    if (shm_expected()) return true;
     if (size > 2) return false;
     return !(width(dtype) == 1 && op == DDP_OP_SUM && count * static_cast<int64_t>(width(dtype)) > 16 * 1024);
 }
@@ -176,6 +177,10 @@ TEST(Shm, TheTimelineNamesThePlaneThatRan) {
     ddp_tensor tensor{data.data(), static_cast<int64_t>(data.size()), DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
     ASSERT_EQ(ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, nullptr), DDP_OK) << mpi_test::message();
     EXPECT_EQ(data[12345], static_cast<float>(size));
+    // 1 KiB rides in agreement's round, which takes the plane's route too.
+    ddp_tensor small{data.data(), 256, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
+    ASSERT_EQ(ddp_allreduce_tensor_list(world, &small, 1, DDP_OP_SUM, nullptr), DDP_OK) << mpi_test::message();
+    EXPECT_EQ(data[100], static_cast<float>(size * size));
     ASSERT_EQ(ddp_timeline_stop(world), DDP_OK) << mpi_test::message();
     std::string file = path;
     file.replace(file.find("%r"), 2, std::to_string(rank));
@@ -185,6 +190,13 @@ TEST(Shm, TheTimelineNamesThePlaneThatRan) {
     const bool shm = text.str().find("\"plane\":\"shm\"") != std::string::npos;
     EXPECT_EQ(shm, shm_expected()) << "timeline: " << text.str().substr(0, 2000);
     if (!shm_expected() && size > 1) EXPECT_NE(text.str().find("\"plane\":\"mpi\""), std::string::npos);
+    if (size > 1) {
+        const size_t carried = text.str().find("\"agreement + small allreduce\"");
+        ASSERT_NE(carried, std::string::npos) << "timeline: " << text.str().substr(0, 2000);
+        const std::string event = text.str().substr(carried, text.str().find('}', carried) - carried);
+        EXPECT_NE(event.find(shm_expected() ? "\"plane\":\"shm\"" : "\"plane\":\"mpi\""), std::string::npos)
+            << event;
+    }
 }
 
 TEST(Shm, NoNameIsLeftInDevShmOnceCommunicatorsExist) {

@@ -24,7 +24,7 @@ void allreduce_on_device(Communicator&, CallContext& context, const CollectiveCa
 }
 
 // The bytes of a host allreduce small enough to travel inside agreement's
-// messages (one dtype, 1 to max_carried_bytes bytes, more than one rank),
+// messages (one dtype, 1 byte to the route's carried_capacity(), more than one rank),
 // or 0 when it takes the plan. Ranks that decide differently passed
 // different lists, which agreement reports.
 int64_t carried_bytes(Communicator& comm, const CollectiveCall& call) {
@@ -34,7 +34,7 @@ int64_t carried_bytes(Communicator& comm, const CollectiveCall& call) {
         if (tensor.dtype != call.tensors[0].dtype) return 0;
         bytes += byte_size(tensor);
     }
-    return bytes <= max_carried_bytes ? bytes : 0;
+    return bytes <= comm.control().agreement_route().carried_capacity() ? bytes : 0;
 }
 
 // A small allreduce: packed, reduced inside agreement (one round of

@@ -31,6 +31,7 @@
 
 #include "planes/shm/combine.hpp"
 #include "planes/shm/segment.hpp"
+#include "planes/shm/shm_agreement.hpp"
 #include "util/dtype.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -48,13 +49,15 @@ using shm::Segment;
 constexpr size_t chunk_bytes = 1024 * 1024;
 /// Flags sit on cache lines of their own: each is written by one rank only.
 constexpr size_t line = 64;
-constexpr uint64_t layout_magic = 0x64647073686d3031;  // "ddpshm01"
+constexpr uint64_t layout_magic = 0x64647073686d3032;  // "ddpshm02"
 
 enum Flag : size_t { posted = 0, reduced = 1, consumed = 2, flags_per_rank = 3 };
 
-size_t segment_bytes(int ranks) {
+/// The plane's part of the segment; agreement's area follows it.
+size_t plane_bytes(int ranks) {
     return line + static_cast<size_t>(ranks) * (flags_per_rank * line + 2 * chunk_bytes);
 }
+size_t segment_bytes(int ranks) { return plane_bytes(ranks) + shm::agreement_area_bytes(ranks); }
 
 class Operation;
 
@@ -63,7 +66,7 @@ class Operation;
 /// the mapping alive until it goes.
 class State {
 public:
-    State(std::unique_ptr<Segment> segment, int rank, int size)
+    State(std::shared_ptr<const Segment> segment, int rank, int size)
         : segment_(std::move(segment)), rank_(rank), size_(size), scratch_(chunk_bytes) {}
 
     int rank() const { return rank_; }
@@ -96,7 +99,7 @@ private:
         return reinterpret_cast<uint64_t*>(segment_->data() + line +
                                            (static_cast<size_t>(rank) * flags_per_rank + which) * line);
     }
-    std::unique_ptr<Segment> segment_;
+    std::shared_ptr<const Segment> segment_;
     int rank_, size_;
     std::vector<std::byte> scratch_;  ///< a reduce's part on a rank that keeps no result
 };
@@ -289,9 +292,11 @@ private:
 
 class ShmPlane final : public HostPlane {
 public:
-    explicit ShmPlane(std::shared_ptr<State> state) : state_(std::move(state)) {}
+    ShmPlane(std::shared_ptr<State> state, std::unique_ptr<AgreementRoute> agreement)
+        : state_(std::move(state)), agreement_(std::move(agreement)) {}
 
     const char* name() const override { return "shm"; }
+    AgreementRoute* agreement_route() override { return agreement_.get(); }
 
     bool runs(DataOp, ddp_dtype, ddp_op, int64_t bytes) const override { return bytes >= smallest_bytes; }
 
@@ -331,6 +336,7 @@ private:
     }
 
     std::shared_ptr<State> state_;
+    std::unique_ptr<AgreementRoute> agreement_;
 };
 
 /// Every rank's `words`, waited for until `deadline`.
@@ -409,7 +415,9 @@ std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, ShmRequest re
     log_line(rank, size, DDP_LOG_DEBUG,
              "the shared-memory plane is on for this communicator (" + std::to_string(size) + " ranks, " +
                  std::to_string(bytes) + " bytes of shared memory)");
-    return std::make_unique<ShmPlane>(std::make_shared<State>(std::move(segment), rank, size));
+    std::shared_ptr<const Segment> shared(std::move(segment));
+    auto agreement = shm::make_shm_agreement(shared, plane_bytes(size), rank, size);
+    return std::make_unique<ShmPlane>(std::make_shared<State>(std::move(shared), rank, size), std::move(agreement));
 }
 
 }  // namespace ddp
