@@ -5,8 +5,10 @@
 #
 # Cases: placement_2x2, placement_3x1 (host name, rank and local rank per
 # node), collectives_2x2, collectives_3x1 (tests/mpi's collectives, exact),
-# hierarchical_2x2 and hierarchical_off_2x2 (tests/mpi's hierarchical plane test: the plane
-# ran, or with DDP_HIERARCHICAL=0 did not),
+# hierarchical_2x2, hierarchical_mpi_node_2x2 and hierarchical_off_2x2 (tests/mpi's
+# hierarchical plane test: the plane ran with its node stages through shared
+# memory (DDP_SHM=1) or through MPI (DDP_SHM=0), or with DDP_HIERARCHICAL=0 did not;
+# the debug log line saying the node stages' way is shown),
 # example_2x2 (the C example trains), and faults on 3 nodes x 1 rank in a
 # loop of allreduces (node_rank.cpp). Injected once every rank is in its
 # loop: link_down (node2's link down for good), kill (rank 1 SIGKILLed), flap
@@ -120,9 +122,14 @@ measure() {
 }
 
 case $case_name in
-placement_2x2 | placement_3x1 | collectives_2x2 | collectives_3x1 | example_2x2 | hierarchical_2x2 | hierarchical_off_2x2)
+placement_2x2 | placement_3x1 | collectives_2x2 | collectives_3x1 | example_2x2 | hierarchical_2x2 | \
+    hierarchical_mpi_node_2x2 | hierarchical_off_2x2)
     if [ "${case_name##*_}" = 2x2 ]; then nodes=2 slots=2; else nodes=3 slots=1; fi
-    [ "$case_name" = hierarchical_off_2x2 ] && export DDP_HIERARCHICAL=0
+    case $case_name in
+    hierarchical_2x2) export DDP_SHM=1 DDP_LOG_LEVEL=debug ;;
+    hierarchical_mpi_node_2x2) export DDP_SHM=0 DDP_LOG_LEVEL=debug ;;
+    hierarchical_off_2x2) export DDP_HIERARCHICAL=0 ;;
+    esac
     np=$((nodes * slots))
     cluster_up "$nodes"
     case $case_name in
@@ -137,6 +144,17 @@ placement_2x2 | placement_3x1 | collectives_2x2 | collectives_3x1 | example_2x2 
     status=$?
     tail -n 20 "$DDP_MN_OUT/log"
     [ "$status" = 0 ] || fail "mpirun exited with $status"
+    # The debug line each rank writes when it sets the plane up.
+    case $case_name in
+    hierarchical_2x2) way="shared memory" ;;
+    hierarchical_mpi_node_2x2) way="MPI" ;;
+    *) way="" ;;
+    esac
+    if [ -n "$way" ]; then
+        grep "node stages go" "$DDP_MN_OUT/log"
+        [ "$(grep -c "node stages go through $way" "$DDP_MN_OUT/log")" -ge "$np" ] ||
+            fail "not every rank said its node stages go through $way"
+    fi
     if [ "${case_name%_*}" = placement ]; then
         place_ok "$np" "$nodes" "$slots"
         results_are DDP_OK $(seq 0 $((np - 1)))
