@@ -27,7 +27,7 @@ for name, points in lines.items():
               linestyle="--" if name.startswith("bare") else "-")
 ax.set_xticks([b / MIB for b, _ in sorted(lines["bare MPI_Allreduce"])])
 ax.set_xticklabels([f"{b // MIB} MiB" for b, _ in sorted(lines["bare MPI_Allreduce"])])
-ax.set_title("allreduce of one f32 buffer, 2 simulated nodes x 2 ranks (TCP between nodes)")
+ax.set_title("allreduce of one f32 buffer, 2 simulated nodes x 2 ranks", fontsize=10)
 ax.set_xlabel("buffer size")
 ax.set_ylabel("median ms per call (slowest rank)")
 ax.legend()
