@@ -5,6 +5,9 @@
 #
 # Cases: placement_2x2, placement_3x1 (host name, rank and local rank per
 # node), collectives_2x2, collectives_3x1 (tests/mpi's collectives, exact),
+# collectives_shm_2x2 (the same with DDP_SHM=1: its allreduces from 1 MiB up,
+# its 300007-element tensors of 4- and 8-byte dtypes, take the hierarchical
+# plane's shared-memory node stages),
 # hierarchical_2x2, hierarchical_mpi_node_2x2 and hierarchical_off_2x2 (tests/mpi's
 # hierarchical plane test: the plane ran with its node stages through shared
 # memory (DDP_SHM=1) or through MPI (DDP_SHM=0), or with DDP_HIERARCHICAL=0 did not;
@@ -87,7 +90,8 @@ launcher_limit=120
 start_loop() {
     local np=$1 calls=$2
     shift 2
-    timeout -s KILL "$launcher_limit" bash -c "$(declare -f cluster_mpirun); subnet=$subnet here=$here cluster_mpirun $np $* \
+    timeout -s KILL "$launcher_limit" bash -c \
+        "$(declare -f cluster_mpirun); subnet=$subnet here=$here cluster_mpirun $np $* \
         $build/tests/multinode/mn_node_rank $calls" >"$DDP_MN_OUT/log" 2>&1 &
     mpirun_pid=$!
     for ((t = 0; t < 600; t++)); do
@@ -126,10 +130,11 @@ measure() {
 }
 
 case $case_name in
-placement_2x2 | placement_3x1 | collectives_2x2 | collectives_3x1 | example_2x2 | hierarchical_2x2 | \
-    hierarchical_mpi_node_2x2 | hierarchical_off_2x2)
+placement_2x2 | placement_3x1 | collectives_2x2 | collectives_shm_2x2 | collectives_3x1 | \
+    example_2x2 | hierarchical_2x2 | hierarchical_mpi_node_2x2 | hierarchical_off_2x2)
     if [ "${case_name##*_}" = 2x2 ]; then nodes=2 slots=2; else nodes=3 slots=1; fi
     case $case_name in
+    collectives_shm_2x2) export DDP_SHM=1 ;;
     hierarchical_2x2) export DDP_SHM=1 DDP_LOG_LEVEL=debug ;;
     hierarchical_mpi_node_2x2) export DDP_SHM=0 DDP_LOG_LEVEL=debug ;;
     hierarchical_off_2x2) export DDP_HIERARCHICAL=0 ;;
