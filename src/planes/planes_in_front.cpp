@@ -12,7 +12,8 @@ std::vector<std::unique_ptr<HostPlane>> make_planes_in_front(Transport& transpor
     // so every rank calls it, allowed or not, and they decide together).
     if (auto shm = make_shm_plane(transport.channel(), allowed.shm, deadline)) planes.push_back(std::move(shm));
     if (allowed.hierarchical)
-        if (auto hierarchical = make_hierarchical_plane(transport, deadline)) planes.push_back(std::move(hierarchical));
+        if (auto hierarchical = make_hierarchical_plane(transport, allowed.shm, deadline))
+            planes.push_back(std::move(hierarchical));
     return planes;
 }
 

@@ -1,6 +1,7 @@
 // One rank of a simulated-node case (run_case.sh): writes where it runs
 // (host name, rank, local rank) and then, `calls` times (0: until a call
-// fails), allreduces 256 KiB of floats and sleeps 20 ms, checking every
+// fails), allreduces 256 KiB of floats (DDP_MN_FLOATS floats where set:
+// 1 Mi of them reach the hierarchical plane) and sleeps 20 ms, checking every
 // result exactly. (A count, not a time: every rank must stop after the same
 // call.) Its outcome goes to a file of its own in DDP_MN_OUT (the
 // namespaces share the file system; a rank cut off from the launcher could
@@ -52,7 +53,8 @@ int main(int argc, char** argv) {
     write_file(prefix + ".place", std::string(host) + " " + std::to_string(rank) + " " + std::to_string(local_rank) +
                                       " " + std::to_string(local_size) + " " + std::to_string(getpid()) + "\n");
 
-    std::vector<float> data(64 << 10);
+    const char* floats = std::getenv("DDP_MN_FLOATS");
+    std::vector<float> data(floats != nullptr ? std::strtoull(floats, nullptr, 10) : 64 << 10);
     const float expected = static_cast<float>(size) * static_cast<float>(size + 1) / 2;
     ddp_status status = DDP_OK;
     int calls = 0, wrong = 0;

@@ -4,11 +4,14 @@
 #include <array>
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "planes/shm/shm_plane.hpp"
 #include "util/dtype.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace ddp {
 
@@ -70,14 +73,22 @@ private:
     size_t first_ = 0;
 };
 
+/// One node stage: its own node transport (so that its operations keep one
+/// order on every rank), and the shared-memory plane over the same ranks
+/// where the node has one.
+struct NodeStage {
+    std::unique_ptr<Transport> transport;
+    std::unique_ptr<HostPlane> shm;
+    HostPlane& plane() const { return shm ? *shm : *transport->host_planes().front(); }
+};
+
 class HierarchicalPlane final : public HostPlane {
 public:
-    /// `node_reduce` and `node_broadcast`: this rank's node, one transport
-    /// per stage; `leaders`: the node leaders' transport on a node leader,
-    /// else nullptr.
-    HierarchicalPlane(std::unique_ptr<Transport> node_reduce, std::unique_ptr<Transport> leaders,
-                      std::unique_ptr<Transport> node_broadcast)
-        : node_reduce_(std::move(node_reduce)), leaders_(std::move(leaders)), node_broadcast_(std::move(node_broadcast)) {}
+    /// `node_reduce` and `node_broadcast`: this rank's node, one per stage;
+    /// `leaders`: the node leaders' transport on a node leader, else nullptr.
+    HierarchicalPlane(NodeStage node_reduce, std::unique_ptr<Transport> leaders, NodeStage node_broadcast)
+        : node_reduce_(std::move(node_reduce)), leaders_(std::move(leaders)),
+          node_broadcast_(std::move(node_broadcast)) {}
 
     ~HierarchicalPlane() override {
         try {
@@ -87,7 +98,8 @@ public:
         }
     }
 
-    const char* name() const override { return "hierarchical"; }
+    /// Says which way this rank's node stages go (the timeline shows it).
+    const char* name() const override { return node_reduce_.shm ? "hierarchical/shm" : "hierarchical/mpi"; }
 
     bool runs(DataOp op, ddp_dtype, ddp_op, int64_t bytes) const override {
         return op == DataOp::allreduce && bytes >= hierarchical_min_bytes;
@@ -106,7 +118,7 @@ public:
             return std::pair<void*, int64_t>(bytes + first * element, std::min(per_piece, count - first));
         };
         std::vector<Pipeline::Stage> stages;
-        stages.emplace_back([&node = *node_reduce_->host_planes().front(), piece, dtype, op](size_t k) {
+        stages.emplace_back([&node = node_reduce_.plane(), piece, dtype, op](size_t k) {
             const auto [at, n] = piece(k);
             return node.start_reduce(at, n, dtype, op, 0);
         });
@@ -115,7 +127,7 @@ public:
                 const auto [at, n] = piece(k);
                 return leaders.start_allreduce(at, n, dtype, op);
             });
-        stages.emplace_back([&node = *node_broadcast_->host_planes().front(), piece, element](size_t k) {
+        stages.emplace_back([&node = node_broadcast_.plane(), piece, element](size_t k) {
             const auto [at, n] = piece(k);
             return node.start_broadcast(at, n * element, 0);
         });
@@ -123,16 +135,18 @@ public:
     }
 
     void finalize(bool peers_present) override {
-        for (auto* transport : {&node_broadcast_, &leaders_, &node_reduce_}) {
+        node_broadcast_.shm.reset();
+        node_reduce_.shm.reset();
+        for (auto* transport : {&node_broadcast_.transport, &leaders_, &node_reduce_.transport}) {
             if (*transport) (*transport)->finalize(peers_present);
             transport->reset();
         }
     }
 
 private:
-    std::unique_ptr<Transport> node_reduce_;
+    NodeStage node_reduce_;
     std::unique_ptr<Transport> leaders_;
-    std::unique_ptr<Transport> node_broadcast_;
+    NodeStage node_broadcast_;
 };
 
 /// Waits for `pending` until `deadline`; false when it did not finish.
@@ -146,7 +160,7 @@ bool finished_by(std::unique_ptr<Pending> pending, Clock::time_point deadline) {
 
 }  // namespace
 
-std::unique_ptr<HostPlane> make_hierarchical_plane(Transport& transport, Clock::time_point deadline) {
+std::unique_ptr<HostPlane> make_hierarchical_plane(Transport& transport, ShmRequest shm, Clock::time_point deadline) {
     ControlChannel& channel = transport.channel();
     if (channel.size() == 1) return nullptr;
     // Whether some rank is on another node than some other, and the most
@@ -156,9 +170,22 @@ std::unique_ptr<HostPlane> make_hierarchical_plane(Transport& transport, Clock::
     if (!finished_by(channel.start_max_u64(words), deadline))
         fail(DDP_ERR_TIMEOUT, "setting up the hierarchical plane: not every rank took part within the timeout");
     if (words[0] == 0 || words[1] < 2) return nullptr;
-    std::unique_ptr<Transport> node_reduce = transport.split(channel.node_leader(), channel.rank(), deadline);
+    NodeStage node_reduce{transport.split(channel.node_leader(), channel.rank(), deadline), nullptr};
     std::unique_ptr<Transport> leaders = transport.split(channel.local_rank() == 0 ? 0 : -1, channel.rank(), deadline);
-    std::unique_ptr<Transport> node_broadcast = transport.split(channel.node_leader(), channel.rank(), deadline);
+    NodeStage node_broadcast{transport.split(channel.node_leader(), channel.rank(), deadline), nullptr};
+    // Each node's ranks decide together (make_shm_plane is collective over
+    // the node transport's channel, and both answers are alike on its
+    // ranks); nodes may differ, as their stages never meet.
+    node_reduce.shm = make_shm_plane(node_reduce.transport->channel(), shm, deadline);
+    node_broadcast.shm = make_shm_plane(node_broadcast.transport->channel(), shm, deadline);
+    if (!node_reduce.shm || !node_broadcast.shm) {
+        node_reduce.shm.reset();
+        node_broadcast.shm.reset();
+    }
+    log_line(channel.rank(), channel.size(), DDP_LOG_DEBUG,
+             std::string("the hierarchical plane's node stages go through ") +
+                 (node_reduce.shm ? "shared memory"
+                                  : "MPI (DDP_SHM=0, one rank on the node, or no shared-memory plane set up)"));
     return std::make_unique<HierarchicalPlane>(std::move(node_reduce), std::move(leaders), std::move(node_broadcast));
 }
 

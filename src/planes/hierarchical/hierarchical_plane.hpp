@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "planes/host_plane.hpp"
+#include "planes/shm/shm_plane.hpp"
 #include "planes/transport.hpp"
 
 namespace ddp {
@@ -18,9 +19,13 @@ namespace ddp {
 constexpr int64_t hierarchical_min_bytes = int64_t{1} << 20;
 
 /// The hierarchical plane over `transport`'s ranks, or nullptr where it has
-/// nothing to gain (one node, or one rank per node).
+/// nothing to gain (one node, or one rank per node). Its node stages go
+/// through two shared-memory planes over the node's ranks where `shm`
+/// (DDP_SHM) lets them and they can be set up, else through MPI's node
+/// communicators; decided per node, said at debug log level and in the
+/// plane's name ("hierarchical/shm", "hierarchical/mpi").
 /// Collective over the transport's ranks (it splits the transport by node
-/// and into the node leaders); `deadline` bounds the exchange that decides.
-std::unique_ptr<HostPlane> make_hierarchical_plane(Transport& transport, Clock::time_point deadline);
+/// and into the node leaders); `deadline` bounds the exchanges that decide.
+std::unique_ptr<HostPlane> make_hierarchical_plane(Transport& transport, ShmRequest shm, Clock::time_point deadline);
 
 }  // namespace ddp
