@@ -12,11 +12,11 @@
 #include "planes/shm/shm_agreement.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <deque>
 #include <mutex>
-#include <vector>
 
 #include "control/channel.hpp"
 #include "planes/shm/combine.hpp"
@@ -83,12 +83,14 @@ class Round final : public Pending {
 public:
     Round(std::shared_ptr<Area> area, std::span<uint64_t> values, void* carried, int64_t count, ddp_dtype dtype,
           ddp_op op)
-        : area_(std::move(area)), values_(values), words_(values.begin(), values.end()),
-          carried_(static_cast<std::byte*>(carried)), count_(carried ? count : 0), dtype_(dtype), op_(op),
-          bytes_(static_cast<size_t>(count_) * element_size(dtype)) {
-        if (words_.size() > max_agreement_words || bytes_ > static_cast<size_t>(carried_bytes))
+        : area_(std::move(area)), values_(values), carried_(static_cast<std::byte*>(carried)),
+          count_(carried ? count : 0), dtype_(dtype), op_(op), bytes_(static_cast<size_t>(count_) * element_size(dtype)) {
+        if (values.size() > max_agreement_words || bytes_ > static_cast<size_t>(carried_bytes))
             fail(DDP_ERR_INTERNAL, "an agreement message larger than the shared-memory route's slot");
-        if (bytes_ > 0) payload_.assign(carried_, carried_ + bytes_);
+        // Copies: a later round's test() may drive this one after its
+        // caller abandoned it and its buffers are gone.
+        std::copy(values.begin(), values.end(), words_.begin());
+        if (bytes_ > 0) std::memcpy(payload_.data(), carried_, bytes_);
     }
     ~Round() override {
         std::lock_guard lock(area_->mutex);
@@ -100,12 +102,17 @@ public:
     /// Drives the rounds started before this one first: every rank runs
     /// them in one order.
     bool test() override {
-        std::lock_guard lock(area_->mutex);
-        while (!done_) {
-            Round* head = area_->queue.front();
-            if (!head->advance()) return false;
-            area_->queue.pop_front();
+        {
+            std::lock_guard lock(area_->mutex);
+            while (!done_) {
+                Round* head = area_->queue.front();
+                if (!head->advance()) return false;
+                area_->queue.pop_front();
+            }
         }
+        // Only the caller's own test() writes into its buffers.
+        std::copy_n(words_.begin(), values_.size(), values_.begin());
+        if (bytes_ > 0) std::memcpy(carried_, payload_.data(), bytes_);
         return true;
     }
 
@@ -116,7 +123,7 @@ private:
         if (!posted_) {
             if (!area.all_reached(consumed, round_ < 2 ? 0 : round_ - 2)) return false;
             std::byte* mine = area.slot(area.rank(), round_);
-            std::memcpy(mine, words_.data(), words_.size() * sizeof(uint64_t));
+            std::memcpy(mine, words_.data(), values_.size() * sizeof(uint64_t));
             if (bytes_ > 0) std::memcpy(mine + words_bytes, payload_.data(), bytes_);
             area.set(posted, round_);
             posted_ = true;
@@ -124,7 +131,7 @@ private:
         if (!area.all_reached(posted, round_)) return false;
         for (int rank = 0; rank < area.size(); ++rank) {
             const std::byte* theirs = area.slot(rank, round_);
-            for (size_t w = 0; w < words_.size(); ++w) {
+            for (size_t w = 0; w < values_.size(); ++w) {
                 uint64_t word;
                 std::memcpy(&word, theirs + w * sizeof(uint64_t), sizeof word);
                 words_[w] = std::max(words_[w], word);
@@ -139,23 +146,19 @@ private:
                              op_);
         }
         area.set(consumed, round_);
-        // Finished: the caller's buffers are still there (an abandoned
-        // round is never tested again).
-        std::copy(words_.begin(), words_.end(), values_.begin());
-        if (bytes_ > 0) std::memcpy(carried_, payload_.data(), bytes_);
         done_ = true;
         return true;
     }
 
     std::shared_ptr<Area> area_;
-    std::span<uint64_t> values_;
-    std::vector<uint64_t> words_;
+    std::span<uint64_t> values_;  ///< the caller's, as `carried_`: written by its own test() only
+    std::array<uint64_t, max_agreement_words> words_{};
     std::byte* carried_;
     int64_t count_;
     ddp_dtype dtype_;
     ddp_op op_;
     size_t bytes_;
-    std::vector<std::byte> payload_;
+    std::array<std::byte, carried_bytes> payload_;
     uint64_t round_ = 0;  ///< 0: not begun
     bool posted_ = false;
     bool done_ = false;
