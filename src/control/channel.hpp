@@ -39,7 +39,7 @@ constexpr int64_t max_carried_bytes = 2048;
 
 /// The words of agreement's messages (control/agreement.cpp), which carry
 /// up to max_carried_bytes beside them.
-constexpr size_t max_agreement_words = 3;
+constexpr size_t max_agreement_words = 4;
 
 class ControlChannel {
 public:

@@ -29,6 +29,10 @@ struct Settings {
     bool hierarchical = true;
     /// DDP_SHM: whether ranks sharing a node may use the shared-memory plane.
     bool shm = false;
+    /// DDP_AUTOTUNE: whether a call with no fusion_bytes of its own gets its
+    /// bucket size by measurement (core/bucket_tuning.hpp) instead of
+    /// fusion_bytes above. DDP_FUSION_BYTES, a size chosen by hand, turns it off.
+    bool autotune_buckets = true;
 };
 
 /// Throws DDP_ERR_INVALID_ARGUMENT naming the first bad field of `opts`.
