@@ -73,6 +73,7 @@ bool BucketTuning::record(size_t index, uint64_t agreed_us) {
 }
 
 std::string BucketTuning::summary() const {
+    if (candidates_.size() == 1) return "every candidate plans this list alike: nothing to time";
     std::string text;
     for (size_t i = 0; i < candidates_.size(); ++i) {
         if (!text.empty()) text += ", ";
