@@ -203,6 +203,21 @@ TEST(BucketTuning, AnExplicitFusionSizeIsKept) {
     EXPECT_EQ(last_chosen_size(), -1);
 }
 
+// A rank that names the default size by hand while its peers leave it to
+// measurement would run other buckets: every rank fails at once, saying so.
+TEST(BucketTuning, ARankWithItsOwnSizeBesidePeersThatMeasureIsAMismatch) {
+    if (size == 1 || !autotune_on()) return;
+    std::vector<float> a(300, 1.0f), b(300, 1.0f);
+    const ddp_tensor list[] = {{a.data(), 300, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0},
+                               {b.data(), 300, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0}};
+    ddp_collective_options options;
+    ddp_collective_options_init(&options, sizeof options);
+    options.fusion_bytes = 1 << 20;
+    EXPECT_EQ(ddp_allreduce_tensor_list(world, list, 2, DDP_OP_SUM, rank == 0 ? &options : nullptr),
+              DDP_ERR_MISMATCH);
+    EXPECT_NE(message().find("uses 0 (chosen by measurement)"), std::string::npos) << message();
+}
+
 int main(int argc, char** argv) {
     ddp_set_log_callback(keep_chosen, nullptr);
     mpi_test::start(argc, argv);
