@@ -32,8 +32,11 @@ CallOptions checked_call_options(const ddp_collective_options* opts, const Commu
                                            "; it must be -1 (no fusion), 0 (default) or a byte count");
     if (!(read.timeout_s >= 0) || std::isinf(read.timeout_s))
         fail(DDP_ERR_INVALID_ARGUMENT, "opts->timeout_s must be a finite number >= 0 (0: the communicator's)");
-    return {read.fusion_bytes != 0 ? read.fusion_bytes : comm.settings().fusion_bytes, read.timeout_s,
-            read.cuda_stream, read.names};
+    const Settings& settings = comm.settings();
+    const int64_t fusion_bytes = read.fusion_bytes != 0      ? read.fusion_bytes
+                                 : settings.autotune_buckets ? 0
+                                                             : settings.fusion_bytes;
+    return {fusion_bytes, read.timeout_s, read.cuda_stream, read.names};
 }
 
 void complete_call(CollectiveCall& call, CollectiveKind kind, const CallOptions& options, const Communicator& comm) {

@@ -17,7 +17,7 @@ namespace ddp {
 
 /// A collective's per-call options, checked, with the fusion size resolved.
 struct CallOptions {
-    int64_t fusion_bytes;
+    int64_t fusion_bytes;  ///< 0: chosen by measurement (Settings::autotune_buckets)
     double timeout_s;
     void* cuda_stream;
     const char* const* names;

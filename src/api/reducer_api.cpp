@@ -47,7 +47,11 @@ DDP_API ddp_status ddp_reducer_create(ddp_comm* comm, const ddp_tensor* gradient
                 return valid;
             });
         c.run([&] {
-            const int64_t bucket_bytes = call.fusion_bytes > 0 ? call.fusion_bytes : 0;
+            // The reducer's buckets keep one size (0: the default, never measured):
+            // they are the gradients' storage, fixed at creation.
+            const int64_t bucket_bytes = call.fusion_bytes > 0    ? call.fusion_bytes
+                                         : call.fusion_bytes == 0 ? c.settings().fusion_bytes
+                                                                  : 0;
             auto made = std::make_unique<ddp_reducer>(ddp_reducer{
                 comm, std::make_unique<Reducer>(c, call.tensors, call.op, bucket_bytes, call.timeout_s, call.names)});
             *reducer = made.release();

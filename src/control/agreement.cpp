@@ -42,10 +42,13 @@ std::string explain(std::span<const uint64_t> a, int rank_a, std::span<const uin
     if (a[root_word] != b[root_word])
         return prefix + ra + " passed root " + std::to_string(a[root_word]) + " but " + rb + " passed root " +
                std::to_string(b[root_word]);
-    if (a[fusion_word] != b[fusion_word])
-        return prefix + ra + " uses fusion_bytes " + std::to_string(static_cast<int64_t>(a[fusion_word])) + " but " +
-               rb + " uses " + std::to_string(static_cast<int64_t>(b[fusion_word])) +
-               " (set DDP_FUSION_BYTES and the options alike on every rank)";
+    if (a[fusion_word] != b[fusion_word]) {
+        auto fusion = [](uint64_t word) {
+            return word == 0 ? std::string("0 (chosen by measurement)") : std::to_string(static_cast<int64_t>(word));
+        };
+        return prefix + ra + " uses fusion_bytes " + fusion(a[fusion_word]) + " but " + rb + " uses " +
+               fusion(b[fusion_word]) + " (set DDP_FUSION_BYTES, DDP_AUTOTUNE and the options alike on every rank)";
+    }
     if (a[scalars_word] != b[scalars_word])
         return prefix + ra + " passed " + std::to_string(a[scalars_word]) + " scalars but " + rb + " passed " +
                std::to_string(b[scalars_word]);
@@ -77,11 +80,16 @@ trace::CallSummary summary_of(std::span<const uint64_t> words, uint64_t hash) {
 }
 
 // Whether every rank's hash equals this rank's; `vote` (when given) becomes
-// the largest any rank passed. Every agreement message has the three
-// words, so that ranks in different calls still read each other's.
+// the largest any rank passed. The fourth word is the previous call's
+// duration (control/carried_duration.hpp), handed to whoever asked for it
+// once agreed. Every agreement message has the four words, so that ranks
+// in different calls still read each other's.
 bool hashes_agree(ControlPlane& control, CallContext& context, uint64_t hash,
                   const CarriedAllreduce* carried = nullptr, uint64_t* vote = nullptr) {
-    uint64_t extremes[3] = {hash, ~hash, vote != nullptr ? *vote : 0};  // max(hash), ~min(hash), max(vote)
+    CarriedDuration::Sink duration_sink;
+    const uint64_t duration = control.carried_duration().take_outgoing(duration_sink);
+    // max(hash), ~min(hash), max(vote), max(previous call's duration)
+    uint64_t extremes[4] = {hash, ~hash, vote != nullptr ? *vote : 0, duration};
     AgreementRoute& route = control.agreement_route();
     control.wait(context,
                  carried ? route.start_max_u64_carrying(extremes, carried->data, carried->count, carried->dtype,
@@ -89,6 +97,7 @@ bool hashes_agree(ControlPlane& control, CallContext& context, uint64_t hash,
                          : route.start_max_u64_carrying(extremes, nullptr, 0, DDP_DTYPE_U8, DDP_OP_MAX),
                  WaitStyle::for_peers);
     if (vote != nullptr) *vote = extremes[2];
+    if (duration_sink) duration_sink(extremes[3]);
     return extremes[0] == ~extremes[1];
 }
 

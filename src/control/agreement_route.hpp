@@ -16,7 +16,7 @@ namespace ddp {
 
 /// The words of agreement's messages (control/agreement.cpp), which carry
 /// up to a route's carried_capacity() bytes beside them.
-constexpr size_t max_agreement_words = 3;
+constexpr size_t max_agreement_words = 4;
 
 /// The most data bytes the control channel carries: a latency-bound
 /// message on every transport (Open MPI's shared-memory eager limit is 4 KiB).

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "control/carried_duration.hpp"
 #include "control/channel.hpp"
 #include "control/collective_kind.hpp"
 #include "control/hang_watchdog.hpp"
@@ -110,6 +111,8 @@ public:
     /// The communicator's timeline (off unless started) and flight recorder.
     trace::Timeline& timeline() { return timeline_; }
     trace::FlightRecorder& flight_recorder() { return recorder_; }
+    /// The previous call's duration, carried in the next agreement.
+    CarriedDuration& carried_duration() { return carried_duration_; }
     /// Records that ranks passed different calls and dumps the flight recorder.
     void record_mismatch(const CallContext& call, const std::string& message);
     /// Holds ddp_finalize's wait for its peers to `deadline` (the hang
@@ -150,6 +153,7 @@ private:
     const std::string prefix_;  ///< "NAME: " before messages; "" for the world
     trace::Timeline timeline_;
     trace::FlightRecorder recorder_;
+    CarriedDuration carried_duration_;
     const double timeout_s_;
     const double stall_warning_s_;
     std::atomic<uint64_t> sequence_{0};

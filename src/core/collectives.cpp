@@ -1,5 +1,6 @@
 #include "core/collectives.hpp"
 
+#include <chrono>
 #include <new>
 
 #include "control/agreement.hpp"
@@ -7,6 +8,7 @@
 #include "core/device_collectives.hpp"
 #include "trace/timeline.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace ddp {
 
@@ -24,6 +26,36 @@ const char* plane_name(Communicator& comm, const CollectiveCall& call, bool carr
 // reduce, broadcast, sync_optimizer_state), where one region is one step.
 bool in_place_planned(const CollectiveRules& rules, const CollectiveCall& call) {
     return rules.planned && call.outputs.empty() && !call.on_device;
+}
+
+// A call whose bucket size is chosen by measurement (core/bucket_tuning.hpp):
+// while the list's tuner explores, the call runs the next candidate and
+// asks for its duration, which comes back agreed in the next call's agreement.
+void run_tuned(Communicator& comm, CallContext& context, const CollectiveCall& call, std::span<const uint64_t> words) {
+    const std::shared_ptr<BucketTuning> tuning = comm.plans().tuning(words, call.tensors);
+    const size_t candidate = tuning->next();
+    trace::Timeline& timeline = comm.control().timeline();
+    if (tuning->decided()) {
+        if (tuning->first_chosen_call()) {
+            trace::instant(timeline, "bucket size chosen", trace::Row::work, context.sequence,
+                           tuning->bucket_bytes(candidate), "bucket_bytes");
+            log_line(comm.rank(), comm.size(), DDP_LOG_DEBUG,
+                     std::string(kind_name(static_cast<uint64_t>(call.kind))) + " of " +
+                         std::to_string(call.tensors.size()) + " tensors (" + std::to_string(described_bytes(words)) +
+                         " bytes): bucket size " + std::to_string(tuning->bucket_bytes(candidate)) +
+                         " chosen by measurement (" + tuning->summary() + ")");
+        }
+        return rules_for(call.kind).host(comm, context, call, tuning->plan(candidate));
+    }
+    tuning->started();
+    trace::instant(timeline, "bucket size tried", trace::Row::work, context.sequence, tuning->bucket_bytes(candidate),
+                   "bucket_bytes");
+    CarriedDuration& duration = comm.control().carried_duration();
+    duration.expect([tuning, candidate](uint64_t agreed_us) { tuning->record(candidate, agreed_us); });
+    const auto started = std::chrono::steady_clock::now();
+    rules_for(call.kind).host(comm, context, call, tuning->plan(candidate));
+    duration.measured(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started).count()));
 }
 
 }  // namespace
@@ -75,8 +107,10 @@ void run_host_data_phase(Communicator& comm, CallContext& context, const Collect
     const CollectiveRules& rules = rules_for(call.kind);
     if (!rules.planned) return rules.host(comm, context, call, FusionPlan{});
     if (one_region && in_place_planned(rules, call)) return rules.host(comm, context, call, one_region_plan(call.tensors));
-    rules.host(comm, context, call,
-               comm.plans().plan(words, call.tensors, policy_for_bucket_bytes(call.fusion_bytes)));
+    if (call.fusion_bytes != 0)
+        return rules.host(comm, context, call,
+                          comm.plans().plan(words, call.tensors, policy_for_bucket_bytes(call.fusion_bytes)));
+    run_tuned(comm, context, call, words);
 }
 
 void broadcast_scalars(Communicator& comm, CallContext& context, const CollectiveCall& call) {

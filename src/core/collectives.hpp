@@ -38,7 +38,7 @@ struct CollectiveCall {
     std::span<const ddp_tensor> outputs;
     ddp_op op = DDP_OP_SUM;
     int32_t root = 0;
-    int64_t fusion_bytes = 0;   ///< resolved: never 0; -1 turns fusion off
+    int64_t fusion_bytes = 0;   ///< resolved: -1 turns fusion off, 0: chosen by measurement
     std::span<double> scalars;  ///< sync_optimizer_state's
     double timeout_s = 0;       ///< this call's own; 0: the communicator's
     /// check_replicas' results: whether all ranks hold the same bytes, and

@@ -55,13 +55,15 @@ Settings resolve_settings(const ddp_init_options& opts) {
     settings.hang_grace_s = opts.hang_watchdog_s > 0   ? opts.hang_watchdog_s
                             : opts.hang_watchdog_s < 0 ? 0.0
                                                        : hang_grace_from_environment();
-    settings.fusion_bytes = env_bytes("DDP_FUSION_BYTES").value_or(settings.fusion_bytes);
+    const std::optional<int64_t> fusion_bytes = env_bytes("DDP_FUSION_BYTES");
+    settings.fusion_bytes = fusion_bytes.value_or(settings.fusion_bytes);
     settings.log_threshold = log_threshold_from_environment();
     settings.timeline_path = env_string("DDP_TIMELINE").value_or("");
     settings.flight_recorder_size = env_count("DDP_FLIGHT_RECORDER_SIZE", int64_t{1} << 20).value_or(64);
     settings.flight_recorder_dir = env_string("DDP_FLIGHT_RECORDER_DIR").value_or("");
     settings.hierarchical = env_switch("DDP_HIERARCHICAL").value_or(true);
     settings.shm = env_switch("DDP_SHM");
+    settings.autotune_buckets = env_switch("DDP_AUTOTUNE").value_or(true) && !fusion_bytes;
     return settings;
 }
 

@@ -739,8 +739,12 @@ int transfers_while(const std::function<void()>& body) {
 }
 
 // Allreduces the list (views into one buffer when `one_region`, else each
-// tensor in its own vector) and checks the sums exactly.
+// tensor in its own vector) and checks the sums exactly. In 1 MiB buckets:
+// with the size chosen by measurement, calls in a row would try different ones.
 void allreduce_list(bool one_region) {
+    ddp_collective_options options;
+    ddp_collective_options_init(&options, sizeof options);
+    options.fusion_bytes = 1 << 20;
     const std::vector<int64_t> sizes = counts();
     int64_t total = 0;
     for (int64_t c : sizes) total += c;
@@ -758,7 +762,7 @@ void allreduce_list(bool one_region) {
         list.push_back({data, sizes[t], DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
         offset += sizes[t];
     }
-    ASSERT_EQ(ddp_allreduce_tensor_list(world, list.data(), static_cast<int64_t>(list.size()), DDP_OP_AVG, nullptr),
+    ASSERT_EQ(ddp_allreduce_tensor_list(world, list.data(), static_cast<int64_t>(list.size()), DDP_OP_AVG, &options),
               DDP_OK)
         << message();
     const double ranks_sum = size * (size + 1) / 2.0;

@@ -1,0 +1,89 @@
+#include "core/bucket_tuning.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "util/dtype.hpp"
+
+namespace ddp {
+
+namespace {
+
+// The whole list goes as one bucket only up to this size: the fusion
+// buffer holds two buckets for the communicator's lifetime.
+constexpr int64_t whole_list_cap = int64_t{32} << 20;
+
+// The policies tried, smallest buckets first (ties keep the first):
+// today's 1 MiB; 4 MiB (PyTorch DDP's and Horovod's hand-made size); 16 MiB
+// that also packs tensors up to 1 MiB (as 25 MB hand-made buckets do); and
+// the whole list packed into one bucket (one call, as one flat buffer).
+std::vector<FusionPolicy> candidate_policies(std::span<const ddp_tensor> tensors) {
+    std::vector<FusionPolicy> policies = {policy_for_bucket_bytes(int64_t{1} << 20),
+                                          policy_for_bucket_bytes(int64_t{4} << 20),
+                                          FusionPolicy{int64_t{16} << 20, int64_t{1} << 20}};
+    int64_t total = 0;
+    for (const ddp_tensor& tensor : tensors) total += byte_size(tensor);
+    if (total <= whole_list_cap) policies.push_back(FusionPolicy{total, std::numeric_limits<int64_t>::max()});
+    return policies;
+}
+
+bool same_plan(const FusionPlan& a, const FusionPlan& b) {
+    if (a.members != b.members || a.steps.size() != b.steps.size()) return false;
+    for (size_t i = 0; i < a.steps.size(); ++i)
+        if (a.steps[i].fused != b.steps[i].fused || a.steps[i].member_count != b.steps[i].member_count) return false;
+    return true;
+}
+
+std::string size_text(int64_t bytes) {
+    if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+    if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return std::to_string(bytes >> 10) + " KiB";
+    return std::to_string(bytes) + " B";
+}
+
+}  // namespace
+
+BucketTuning::BucketTuning(std::span<const ddp_tensor> tensors) {
+    for (const FusionPolicy& policy : candidate_policies(tensors)) {
+        FusionPlan plan = plan_fusion(tensors, policy);
+        const bool seen = std::any_of(candidates_.begin(), candidates_.end(),
+                                      [&](const Candidate& candidate) { return same_plan(candidate.plan, plan); });
+        if (!seen) candidates_.push_back(Candidate{policy, std::move(plan), {}});
+    }
+    if (candidates_.size() == 1) chosen_ = 0;
+}
+
+size_t BucketTuning::next() const { return decided() ? chosen_ : started_ % candidates_.size(); }
+
+bool BucketTuning::record(size_t index, uint64_t agreed_us) {
+    if (decided() || agreed_us == 0) return false;
+    candidates_[index].us.push_back(agreed_us);
+    const bool enough = std::all_of(candidates_.begin(), candidates_.end(), [](const Candidate& candidate) {
+        return candidate.us.size() >= static_cast<size_t>(samples);
+    });
+    if (!enough) return false;
+    uint64_t best = std::numeric_limits<uint64_t>::max();
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+        const uint64_t fastest = *std::min_element(candidates_[i].us.begin(), candidates_[i].us.end());
+        if (fastest < best) {
+            best = fastest;
+            chosen_ = i;
+        }
+    }
+    return true;
+}
+
+std::string BucketTuning::summary() const {
+    if (candidates_.size() == 1) return "every candidate plans this list alike: nothing to time";
+    std::string text;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+        if (!text.empty()) text += ", ";
+        text += size_text(candidates_[i].policy.bucket_bytes) + ": ";
+        text += candidates_[i].us.empty()
+                    ? std::string("not timed")
+                    : std::to_string(*std::min_element(candidates_[i].us.begin(), candidates_[i].us.end())) + " us";
+        if (i == chosen_) text += " (chosen)";
+    }
+    return text;
+}
+
+}  // namespace ddp

@@ -1,0 +1,60 @@
+// The bucket size of a tensor list, chosen by measurement: the first calls
+// of a list (one plan-cache entry) try a few candidate bucket sizes in turn,
+// each a few times, and the fastest is kept for that list. Every rank makes
+// the same choice with no message of its own: a call's duration reaches the
+// tuner through the next call's agreement (control/carried_duration.hpp) as
+// the max over ranks, and the tuner only ever looks at such agreed values
+// and at how many calls it started, which every rank counts alike.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/fusion_plan.hpp"
+
+namespace ddp {
+
+class BucketTuning {
+public:
+    /// Plans `tensors` with each candidate policy (candidates that give the
+    /// same plan are tried once).
+    explicit BucketTuning(std::span<const ddp_tensor> tensors);
+
+    /// Whether the choice is made (at once when the candidates all plan alike).
+    bool decided() const { return chosen_ < candidates_.size(); }
+    /// The candidate the next call runs: the chosen one, or the next to try.
+    size_t next() const;
+    /// Counts a call started with next()'s candidate (next() moves on).
+    void started() { ++started_; }
+    /// An agreed duration of a call run with candidate `index` (0: none
+    /// measured it, not counted). Returns true when this made the choice.
+    bool record(size_t index, uint64_t agreed_us);
+
+    const FusionPlan& plan(size_t index) const { return candidates_[index].plan; }
+    /// The candidate's bucket size in bytes.
+    int64_t bucket_bytes(size_t index) const { return candidates_[index].policy.bucket_bytes; }
+    /// True once, on the first call after the choice (to announce it).
+    bool first_chosen_call() { return decided() && !std::exchange(announced_, true); }
+    /// "1 MiB: 812 us, 4 MiB: 700 us (chosen)", for the log.
+    std::string summary() const;
+
+    /// Calls each candidate is timed before choosing (the fastest of them counts).
+    static constexpr int samples = 3;
+
+private:
+    struct Candidate {
+        FusionPolicy policy;
+        FusionPlan plan;
+        std::vector<uint64_t> us;  // agreed durations
+    };
+    std::vector<Candidate> candidates_;
+    size_t started_ = 0;
+    size_t chosen_ = SIZE_MAX;
+    bool announced_ = false;
+};
+
+}  // namespace ddp
