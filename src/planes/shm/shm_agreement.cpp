@@ -13,13 +13,13 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstring>
 #include <deque>
 #include <mutex>
 
 #include "control/channel.hpp"
 #include "planes/shm/combine.hpp"
+#include "planes/shm/progress_flags.hpp"
 #include "util/dtype.hpp"
 #include "util/error.hpp"
 
@@ -27,7 +27,7 @@ namespace ddp::shm {
 
 namespace {
 
-constexpr size_t line = 64;
+constexpr size_t line = cache_line;
 /// The most bytes a round carries beside its words. Measured (2 ranks,
 /// /tmp probe of 2-16 KiB allreduces against the shm plane's own step):
 /// see carried_capacity below.
@@ -45,23 +45,13 @@ class Round;
 class Area {
 public:
     Area(std::shared_ptr<const Segment> segment, size_t offset, int rank, int size)
-        : segment_(std::move(segment)), base_(segment_->data() + offset), rank_(rank), size_(size) {}
+        : segment_(std::move(segment)), base_(segment_->data() + offset), flags_(base_, per_rank_bytes, rank, size),
+          rank_(rank), size_(size) {}
 
     int rank() const { return rank_; }
     int size() const { return size_; }
-    uint64_t flag(int rank, Flag which) const {
-        return std::atomic_ref<uint64_t>(*slot_flag(rank, which)).load(std::memory_order_acquire);
-    }
-    /// Publishes this rank's progress: what it wrote before is visible to a
-    /// peer that reads the flag.
-    void set(Flag which, uint64_t round) {
-        std::atomic_ref<uint64_t>(*slot_flag(rank_, which)).store(round, std::memory_order_release);
-    }
-    bool all_reached(Flag which, uint64_t round) const {
-        for (int rank = 0; rank < size_; ++rank)
-            if (flag(rank, which) < round) return false;
-        return true;
-    }
+    void set(Flag which, uint64_t round) { flags_.set(which, round); }
+    bool all_reached(Flag which, uint64_t round) const { return flags_.all_reached(which, round); }
     std::byte* slot(int rank, uint64_t round) const {
         return base_ + static_cast<size_t>(rank) * per_rank_bytes + 2 * line + (round % 2) * slot_bytes;
     }
@@ -71,11 +61,9 @@ public:
     uint64_t next_round = 1;
 
 private:
-    uint64_t* slot_flag(int rank, Flag which) const {
-        return reinterpret_cast<uint64_t*>(base_ + static_cast<size_t>(rank) * per_rank_bytes + which * line);
-    }
     std::shared_ptr<const Segment> segment_;
     std::byte* base_;
+    ProgressFlags flags_;
     int rank_, size_;
 };
 

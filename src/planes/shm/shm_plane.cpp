@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -30,6 +29,7 @@
 #include <vector>
 
 #include "planes/shm/combine.hpp"
+#include "planes/shm/progress_flags.hpp"
 #include "planes/shm/segment.hpp"
 #include "planes/shm/shm_agreement.hpp"
 #include "util/dtype.hpp"
@@ -47,8 +47,7 @@ using shm::Segment;
 /// 256 KiB (bench/allreduce_bench sizes, 2 ranks, 1-256 MiB, 3 runs each):
 /// fewer steps, fewer waits for a peer, faster in most cells.
 constexpr size_t chunk_bytes = 1024 * 1024;
-/// Flags sit on cache lines of their own: each is written by one rank only.
-constexpr size_t line = 64;
+constexpr size_t line = shm::cache_line;
 constexpr uint64_t layout_magic = 0x64647073686d3032;  // "ddpshm02"
 
 enum Flag : size_t { posted = 0, reduced = 1, consumed = 2, flags_per_rank = 3 };
@@ -67,23 +66,14 @@ class Operation;
 class State {
 public:
     State(std::shared_ptr<const Segment> segment, int rank, int size)
-        : segment_(std::move(segment)), rank_(rank), size_(size), scratch_(chunk_bytes) {}
+        : segment_(std::move(segment)), flags_(segment_->data() + line, flags_per_rank * line, rank, size),
+          rank_(rank), size_(size), scratch_(chunk_bytes) {}
 
     int rank() const { return rank_; }
     int size() const { return size_; }
-    uint64_t flag(int rank, Flag which) const {
-        return std::atomic_ref<uint64_t>(*slot(rank, which)).load(std::memory_order_acquire);
-    }
-    /// Publishes this rank's progress: what it wrote before is visible to
-    /// a peer that reads the flag.
-    void set(Flag which, uint64_t step) {
-        std::atomic_ref<uint64_t>(*slot(rank_, which)).store(step, std::memory_order_release);
-    }
-    bool all_reached(Flag which, uint64_t step) const {
-        for (int rank = 0; rank < size_; ++rank)
-            if (flag(rank, which) < step) return false;
-        return true;
-    }
+    uint64_t flag(int rank, Flag which) const { return flags_.get(rank, which); }
+    void set(Flag which, uint64_t step) { flags_.set(which, step); }
+    bool all_reached(Flag which, uint64_t step) const { return flags_.all_reached(which, step); }
     std::byte* buffer(int rank, uint64_t step) const {
         return segment_->data() + line + static_cast<size_t>(size_) * flags_per_rank * line +
                (static_cast<size_t>(rank) * 2 + step % 2) * chunk_bytes;
@@ -95,11 +85,8 @@ public:
     uint64_t next_step = 1;        ///< the number the next operation's first step gets
 
 private:
-    uint64_t* slot(int rank, Flag which) const {
-        return reinterpret_cast<uint64_t*>(segment_->data() + line +
-                                           (static_cast<size_t>(rank) * flags_per_rank + which) * line);
-    }
     std::shared_ptr<const Segment> segment_;
+    shm::ProgressFlags flags_;
     int rank_, size_;
     std::vector<std::byte> scratch_;  ///< a reduce's part on a rank that keeps no result
 };
