@@ -351,8 +351,9 @@ typedef struct ddp_collective_options {
      *  buckets of at most this size and reduced one bucket at a time (in
      *  place, with no copy, when a bucket's tensors already lie back to back
      *  in memory); larger tensors are reduced in place with no copy. 0 means
-     *  DDP_FUSION_BYTES from the environment, else 1 MiB (see bench/ and
-     *  README for the measurements). -1 turns fusion off: every tensor is
+     *  DDP_FUSION_BYTES from the environment when set, else a size chosen
+     *  by measurement for each list during its first calls (docs/buckets.md;
+     *  DDP_AUTOTUNE=0: 1 MiB). -1 turns fusion off: every tensor is
      *  reduced in place by itself. Part of agreement: every rank must use
      *  the same value. Used by allreduce, broadcast, reduce and
      *  sync_optimizer_state. */

@@ -74,7 +74,8 @@ impl CollectiveOptions {
         self
     }
 
-    /// The largest fusion bucket in bytes (0: `DDP_FUSION_BYTES` or 1 MiB).
+    /// The largest fusion bucket in bytes (0: `DDP_FUSION_BYTES` when set, else
+    /// chosen by measurement per list; see docs/buckets.md).
     /// Part of the agreement: every rank must use the same value.
     pub fn fusion_bytes(mut self, bytes: usize) -> Self {
         self.fusion_bytes = Some(i64::try_from(bytes).unwrap_or(i64::MAX));
