@@ -28,24 +28,25 @@ bool explore(ddp::BucketTuning& tuning, const std::vector<uint64_t>& us) {
 }
 
 TEST(BucketTuning, AListThatEveryCandidatePlansAlikeIsDecidedAtOnce) {
-    const std::vector<ddp_tensor> list(1000, tensor(256));  // 1000 KiB: one bucket with every candidate
+    const std::vector<ddp_tensor> list(200, tensor(256));  // 200 KiB: one bucket with every candidate
     const ddp::BucketTuning tuning(list);
     EXPECT_TRUE(tuning.decided());
     EXPECT_EQ(tuning.plan(tuning.next()).steps.size(), 1u);
 }
 
 TEST(BucketTuning, TheFastestCandidateIsKept) {
-    const std::vector<ddp_tensor> list(2500, tensor(256));  // 2.5 MB: 3 buckets of 1 MiB, or one
+    const std::vector<ddp_tensor> list(2500, tensor(256));  // 2.5 MB: 10 buckets of 256 KiB, 3 of 1 MiB, or one
     ddp::BucketTuning tuning(list);
     ASSERT_FALSE(tuning.decided());
-    EXPECT_EQ(tuning.plan(0).steps.size(), 3u);
-    EXPECT_EQ(tuning.plan(1).steps.size(), 1u);
-    EXPECT_TRUE(explore(tuning, {900, 700}));
+    EXPECT_EQ(tuning.plan(0).steps.size(), 10u);
+    EXPECT_EQ(tuning.plan(1).steps.size(), 3u);
+    EXPECT_EQ(tuning.plan(2).steps.size(), 1u);
+    EXPECT_TRUE(explore(tuning, {800, 900, 700}));
     ASSERT_TRUE(tuning.decided());
-    EXPECT_EQ(tuning.next(), 1u);
+    EXPECT_EQ(tuning.next(), 2u);
     EXPECT_EQ(tuning.bucket_bytes(tuning.next()), int64_t{4} << 20);
     EXPECT_FALSE(tuning.record(0, 1));  // later durations change nothing
-    EXPECT_EQ(tuning.next(), 1u);
+    EXPECT_EQ(tuning.next(), 2u);
 }
 
 TEST(BucketTuning, UnmeasuredCallsAreNotCounted) {
