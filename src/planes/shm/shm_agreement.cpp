@@ -14,12 +14,11 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <deque>
-#include <mutex>
 
 #include "control/channel.hpp"
 #include "planes/shm/combine.hpp"
 #include "planes/shm/progress_flags.hpp"
+#include "planes/shm/start_order.hpp"
 #include "util/dtype.hpp"
 #include "util/error.hpp"
 
@@ -56,9 +55,8 @@ public:
         return base_ + static_cast<size_t>(rank) * per_rank_bytes + 2 * line + (round % 2) * slot_bytes;
     }
 
-    std::mutex mutex;
-    std::deque<Round*> queue;  ///< started, unfinished, in start order
-    uint64_t next_round = 1;
+    StartOrder<Round> started;
+    uint64_t next_round = 1;  ///< the number the next round gets (under started's lock)
 
 private:
     std::shared_ptr<const Segment> segment_;
@@ -80,24 +78,13 @@ public:
         std::copy(values.begin(), values.end(), words_.begin());
         if (bytes_ > 0) std::memcpy(payload_.data(), carried_, bytes_);
     }
-    ~Round() override {
-        std::lock_guard lock(area_->mutex);
-        std::erase(area_->queue, this);
-    }
+    ~Round() override { area_->started.remove(this); }
     Round(const Round&) = delete;
     Round& operator=(const Round&) = delete;
 
-    /// Drives the rounds started before this one first: every rank runs
-    /// them in one order.
+    bool done() const { return done_; }
     bool test() override {
-        {
-            std::lock_guard lock(area_->mutex);
-            while (!done_) {
-                Round* head = area_->queue.front();
-                if (!head->advance()) return false;
-                area_->queue.pop_front();
-            }
-        }
+        if (!area_->started.drive(*this)) return false;
         // Only the caller's own test() writes into its buffers.
         std::copy_n(words_.begin(), values_.size(), values_.begin());
         if (bytes_ > 0) std::memcpy(carried_, payload_.data(), bytes_);
@@ -105,6 +92,8 @@ public:
     }
 
 private:
+    friend class StartOrder<Round>;
+
     bool advance() {
         Area& area = *area_;
         if (round_ == 0) round_ = area.next_round++;
@@ -162,8 +151,7 @@ public:
     std::unique_ptr<Pending> start_max_u64_carrying(std::span<uint64_t> values, void* carried, int64_t count,
                                                     ddp_dtype dtype, ddp_op op) override {
         auto round = std::make_unique<Round>(area_, values, carried, count, dtype, op);
-        std::lock_guard lock(area_->mutex);
-        area_->queue.push_back(round.get());
+        area_->started.push(round.get());
         return round;
     }
 

@@ -21,8 +21,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -31,6 +29,7 @@
 #include "planes/shm/combine.hpp"
 #include "planes/shm/progress_flags.hpp"
 #include "planes/shm/segment.hpp"
+#include "planes/shm/start_order.hpp"
 #include "planes/shm/shm_agreement.hpp"
 #include "util/dtype.hpp"
 #include "util/error.hpp"
@@ -60,7 +59,7 @@ size_t segment_bytes(int ranks) { return plane_bytes(ranks) + shm::agreement_are
 
 class Operation;
 
-/// The mapped segment and the queue of operations started on it; shared by
+/// The mapped segment and the operations started on it; shared by
 /// the plane and its operations, so an operation a timeout abandoned keeps
 /// the mapping alive until it goes.
 class State {
@@ -80,9 +79,8 @@ public:
     }
     std::byte* scratch() { return scratch_.data(); }
 
-    std::mutex mutex;
-    std::deque<Operation*> queue;  ///< started, unfinished, in start order
-    uint64_t next_step = 1;        ///< the number the next operation's first step gets
+    shm::StartOrder<Operation> started;
+    uint64_t next_step = 1;  ///< the number the next operation's first step gets (under started's lock)
 
 private:
     std::shared_ptr<const Segment> segment_;
@@ -119,28 +117,16 @@ public:
         steps_ = (args.count + per_step_ - 1) / per_step_;
         done_ = steps_ == 0;
     }
-    ~Operation() override {
-        std::lock_guard lock(state_->mutex);
-        std::erase(state_->queue, this);
-    }
+    ~Operation() override { state_->started.remove(this); }
     Operation(const Operation&) = delete;
     Operation& operator=(const Operation&) = delete;
 
-    bool finished() const { return done_; }
-
-    /// Drives the operations started before this one first: every rank
-    /// runs the steps in one order.
-    bool test() override {
-        std::lock_guard lock(state_->mutex);
-        while (!done_) {
-            Operation* head = state_->queue.front();
-            if (!head->advance()) return false;
-            state_->queue.pop_front();
-        }
-        return true;
-    }
+    bool done() const { return done_; }
+    bool test() override { return state_->started.drive(*this); }
 
 private:
+    friend class shm::StartOrder<Operation>;
+
     /// Goes as far as the peers' flags allow; true once every step is done.
     bool advance() {
         State& state = *state_;
@@ -316,9 +302,8 @@ private:
 
     std::unique_ptr<Pending> start(const Operation::Args& args) {
         auto operation = std::make_unique<Operation>(state_, args);
-        if (operation->finished()) return nullptr;
-        std::lock_guard lock(state_->mutex);
-        state_->queue.push_back(operation.get());
+        if (operation->done()) return nullptr;
+        state_->started.push(operation.get());
         return operation;
     }
 
