@@ -12,6 +12,10 @@
 
 namespace mpi_test {
 
+/// Every dtype libddp takes, for tests that cover them all.
+inline constexpr ddp_dtype all_dtypes[] = {DDP_DTYPE_I8,  DDP_DTYPE_I32, DDP_DTYPE_I64, DDP_DTYPE_U8,
+                                           DDP_DTYPE_F16, DDP_DTYPE_F32, DDP_DTYPE_F64, DDP_DTYPE_BF16};
+
 inline int32_t rank = 0;
 inline int32_t size = 1;
 

@@ -20,14 +20,13 @@
 #include "mpi_test_main.hpp"
 
 using mpi_test::message;
+using mpi_test::all_dtypes;
 using mpi_test::rank;
 using mpi_test::size;
 using mpi_test::world;
 
 namespace {
 
-const ddp_dtype all_dtypes[] = {DDP_DTYPE_I8,  DDP_DTYPE_I32, DDP_DTYPE_I64, DDP_DTYPE_U8,
-                                DDP_DTYPE_F16, DDP_DTYPE_F32, DDP_DTYPE_F64, DDP_DTYPE_BF16};
 const ddp_op all_ops[] = {DDP_OP_SUM, DDP_OP_AVG, DDP_OP_MIN, DDP_OP_MAX, DDP_OP_PROD};
 
 size_t width(int32_t dtype) { return (static_cast<unsigned>(dtype) & 0xffu) / 8; }

@@ -21,14 +21,13 @@
 #include "device/cpu/half.hpp"
 #include "mpi_test_main.hpp"
 
+using mpi_test::all_dtypes;
 using mpi_test::rank;
 using mpi_test::size;
 using mpi_test::world;
 
 namespace {
 
-const ddp_dtype all_dtypes[] = {DDP_DTYPE_I8,  DDP_DTYPE_I32, DDP_DTYPE_I64, DDP_DTYPE_U8,
-                                DDP_DTYPE_F16, DDP_DTYPE_F32, DDP_DTYPE_F64, DDP_DTYPE_BF16};
 const ddp_op reductions[] = {DDP_OP_SUM, DDP_OP_PROD, DDP_OP_MIN, DDP_OP_MAX};
 constexpr int64_t chunk_bytes = 1024 * 1024;  // the plane's chunk (planes/shm/shm_plane.cpp)
 
