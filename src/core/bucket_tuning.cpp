@@ -50,7 +50,7 @@ BucketTuning::BucketTuning(std::span<const ddp_tensor> tensors) {
         FusionPlan plan = plan_fusion(tensors, policy);
         const bool seen = std::any_of(candidates_.begin(), candidates_.end(),
                                       [&](const Candidate& candidate) { return same_plan(candidate.plan, plan); });
-        if (!seen) candidates_.push_back(Candidate{policy, std::move(plan), {}});
+        if (!seen) candidates_.push_back(Candidate{policy, std::move(plan)});
     }
     if (candidates_.size() == 1) chosen_ = 0;
 }
@@ -59,19 +59,18 @@ size_t BucketTuning::next() const { return decided() ? chosen_ : started_ % cand
 
 bool BucketTuning::record(size_t index, uint64_t agreed_us) {
     if (decided() || agreed_us == 0) return false;
-    candidates_[index].us.push_back(agreed_us);
-    const bool enough = std::all_of(candidates_.begin(), candidates_.end(), [](const Candidate& candidate) {
-        return candidate.us.size() >= static_cast<size_t>(samples);
-    });
+    Candidate& timed = candidates_[index];
+    timed.fastest_us = timed.timed == 0 ? agreed_us : std::min(timed.fastest_us, agreed_us);
+    ++timed.timed;
+    const bool enough = std::all_of(candidates_.begin(), candidates_.end(),
+                                    [](const Candidate& candidate) { return candidate.timed >= samples; });
     if (!enough) return false;
     uint64_t best = std::numeric_limits<uint64_t>::max();
-    for (size_t i = 0; i < candidates_.size(); ++i) {
-        const uint64_t fastest = *std::min_element(candidates_[i].us.begin(), candidates_[i].us.end());
-        if (fastest < best) {
-            best = fastest;
+    for (size_t i = 0; i < candidates_.size(); ++i)
+        if (candidates_[i].fastest_us < best) {
+            best = candidates_[i].fastest_us;
             chosen_ = i;
         }
-    }
     return true;
 }
 
@@ -81,9 +80,7 @@ std::string BucketTuning::summary() const {
     for (size_t i = 0; i < candidates_.size(); ++i) {
         if (!text.empty()) text += ", ";
         text += size_text(candidates_[i].policy.bucket_bytes) + ": ";
-        text += candidates_[i].us.empty()
-                    ? std::string("not timed")
-                    : std::to_string(*std::min_element(candidates_[i].us.begin(), candidates_[i].us.end())) + " us";
+        text += candidates_[i].timed == 0 ? std::string("not timed") : std::to_string(candidates_[i].fastest_us) + " us";
         if (i == chosen_) text += " (chosen)";
     }
     return text;

@@ -49,7 +49,8 @@ private:
     struct Candidate {
         FusionPolicy policy;
         FusionPlan plan;
-        std::vector<uint64_t> us;  // agreed durations
+        int timed = 0;            // agreed durations recorded
+        uint64_t fastest_us = 0;  // the fastest of them (0: none yet)
     };
     std::vector<Candidate> candidates_;
     size_t started_ = 0;
