@@ -63,6 +63,7 @@ Settings resolve_settings(const ddp_init_options& opts) {
     settings.flight_recorder_dir = env_string("DDP_FLIGHT_RECORDER_DIR").value_or("");
     settings.hierarchical = env_switch("DDP_HIERARCHICAL").value_or(true);
     settings.shm = env_switch("DDP_SHM");
+    settings.shm_stream = env_switch("DDP_SHM_STREAM");
     settings.autotune_buckets = env_switch("DDP_AUTOTUNE").value_or(true) && !fusion_bytes;
     return settings;
 }

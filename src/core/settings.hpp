@@ -30,6 +30,9 @@ struct Settings {
     /// DDP_SHM: whether ranks sharing a node use the shared-memory plane
     /// (unset: where each rank has a CPU of its own).
     std::optional<bool> shm;
+    /// DDP_SHM_STREAM: whether the shared-memory plane streams its copies
+    /// past the caches (unset: where it measures the ranks' cores far apart).
+    std::optional<bool> shm_stream;
     /// DDP_AUTOTUNE: whether a call with no fusion_bytes of its own gets its
     /// bucket size by measurement (core/bucket_tuning.hpp) instead of
     /// fusion_bytes above. DDP_FUSION_BYTES, a size chosen by hand, turns it off.

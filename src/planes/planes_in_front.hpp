@@ -15,7 +15,7 @@ namespace ddp {
 /// Which of them the user allows (the environment, resolved at ddp_init).
 struct PlanesAllowed {
     bool hierarchical = true;
-    ShmRequest shm;  ///< unset: where every rank of the node has a CPU
+    ShmRequest shm;
 };
 
 /// Best first; empty when none has anything to gain. Collective over the

@@ -12,6 +12,12 @@
 // other ranks' parts out. Two buffers let a rank copy the next chunk in
 // while its peers still read the last one.
 //
+// Where the ranks' cores sit far apart (another CCD or socket), a line read
+// from a peer's cache crosses the slow link between them: there a rank
+// writes its buffer with streaming stores, so that peers read it from
+// memory (stream_copy.hpp). Large operations measure that distance now and
+// then before their first step (distance_probe.hpp).
+//
 // Nothing blocks: test() goes as far as the flags allow and returns, so the
 // control plane holds the operation to the call's deadline and a dead peer
 // ends in its timeout.
@@ -20,17 +26,21 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "planes/shm/combine.hpp"
+#include "planes/shm/distance_probe.hpp"
 #include "planes/shm/progress_flags.hpp"
 #include "planes/shm/segment.hpp"
 #include "planes/shm/start_order.hpp"
 #include "planes/shm/shm_agreement.hpp"
+#include "planes/shm/stream_copy.hpp"
 #include "util/dtype.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -47,9 +57,17 @@ using shm::Segment;
 /// fewer steps, fewer waits for a peer, faster in most cells.
 constexpr size_t chunk_bytes = 1024 * 1024;
 constexpr size_t line = shm::cache_line;
-constexpr uint64_t layout_magic = 0x64647073686d3032;  // "ddpshm02"
+constexpr uint64_t layout_magic = 0x64647073686d3033;  // "ddpshm03"
 
-enum Flag : size_t { posted = 0, reduced = 1, consumed = 2, flags_per_rank = 3 };
+/// Operations of at least this many bytes measure the distance now and then
+/// and stream their copies when far; smaller ones stay in the caches.
+constexpr int64_t large_bytes = 256 * 1024;
+/// Every this many large operations, the first probing (a probe costs a few
+/// cache-line passes, 1-3 µs; a large operation, 100 µs or more).
+constexpr uint64_t probe_every = 16;
+constexpr int probe_passes = 5;
+
+enum Flag : size_t { posted = 0, reduced = 1, consumed = 2, probe = 3, flags_per_rank = 4 };
 
 /// The plane's part of the segment; agreement's area follows it.
 size_t plane_bytes(int ranks) {
@@ -64,9 +82,9 @@ class Operation;
 /// the mapping alive until it goes.
 class State {
 public:
-    State(std::shared_ptr<const Segment> segment, int rank, int size)
+    State(std::shared_ptr<const Segment> segment, int rank, int size, std::optional<bool> stream)
         : segment_(std::move(segment)), flags_(segment_->data() + line, flags_per_rank * line, rank, size),
-          rank_(rank), size_(size), scratch_(chunk_bytes) {}
+          rank_(rank), size_(size), stream_(stream), scratch_(chunk_bytes) {}
 
     int rank() const { return rank_; }
     int size() const { return size_; }
@@ -79,12 +97,35 @@ public:
     }
     std::byte* scratch() { return scratch_.data(); }
 
+    /// A probe for the next large operation every probe_every of them; the
+    /// same on every rank, as operations start in the same order on all.
+    std::optional<shm::DistanceProbe> next_large_operation_probe() {
+        if (stream_.has_value() || large_operations_++ % probe_every != 0) return std::nullopt;
+        const uint64_t first_token = probes_++ * probe_passes + 1;
+        return std::optional<shm::DistanceProbe>(std::in_place, flags_, probe, rank_, size_, first_token, probe_passes);
+    }
+    void measured(double hop_ns) {
+        const bool far = hop_ns > shm::DistanceProbe::far_hop_ns;
+        if (far != far_)
+            log_line(rank_, size_, DDP_LOG_DEBUG,
+                     std::string("the shared-memory plane ") + (far ? "streams" : "no longer streams") +
+                         " its copies past the caches: a cache line took " + std::to_string(std::lround(hop_ns)) +
+                         " ns from one rank's core to the next");
+        far_ = far;
+    }
+    /// Whether large operations stream their copies: as DDP_SHM_STREAM
+    /// says, else whether the last probe found the peers far (none yet: no).
+    bool streams() const { return stream_.value_or(far_); }
+
     shm::StartOrder<Operation> started;
     uint64_t next_step = 1;  ///< the number the next operation's first step gets (under started's lock)
 
 private:
     std::shared_ptr<const Segment> segment_;
     shm::ProgressFlags flags_;
+    std::optional<bool> stream_;
+    uint64_t large_operations_ = 0, probes_ = 0;  ///< under started's lock
+    bool far_ = false;
     int rank_, size_;
     std::vector<std::byte> scratch_;  ///< a reduce's part on a rank that keeps no result
 };
@@ -133,6 +174,12 @@ private:
         if (first_step_ == 0) {
             first_step_ = state.next_step;
             state.next_step += static_cast<uint64_t>(steps_);
+            if (large()) probe_ = state.next_large_operation_probe();
+        }
+        if (probe_) {
+            if (!probe_->advance()) return false;
+            state.measured(probe_->hop_ns());
+            probe_.reset();
         }
         while (step_ < steps_) {
             const uint64_t s = first_step_ + static_cast<uint64_t>(step_);
@@ -167,6 +214,16 @@ private:
     std::byte* at(std::byte* base, int64_t element) const { return base + element * element_; }
     const std::byte* at(const std::byte* base, int64_t element) const { return base + element * element_; }
     bool keeps_result() const { return args_.kind != DataOp::reduce || me() == args_.root; }
+    bool large() const { return bytes(args_.count) >= large_bytes; }
+
+    /// Into this rank's buffer, from where peers read it: streamed past this
+    /// core's caches when they sit far (read at the head of the file).
+    void to_buffer(std::byte* dst, const std::byte* src, size_t n) const {
+        if (large() && state_->streams())
+            shm::stream_copy(dst, src, n);
+        else
+            std::memcpy(dst, src, n);
+    }
 
     bool writes_buffer() const { return args_.kind != DataOp::broadcast || me() == args_.root; }
     bool reduces() const {
@@ -178,15 +235,15 @@ private:
         const int64_t n = length();
         switch (args_.kind) {
         case DataOp::allreduce:
-        case DataOp::reduce: std::memcpy(mine, at(args_.data, offset()), bytes(n)); break;
+        case DataOp::reduce: to_buffer(mine, at(args_.data, offset()), bytes(n)); break;
         case DataOp::broadcast:
-            if (me() == args_.root) std::memcpy(mine, at(args_.data, offset()), bytes(n));
+            if (me() == args_.root) to_buffer(mine, at(args_.data, offset()), bytes(n));
             break;
-        case DataOp::allgather: std::memcpy(mine, at(args_.send, offset()), bytes(n)); break;
+        case DataOp::allgather: to_buffer(mine, at(args_.send, offset()), bytes(n)); break;
         case DataOp::reduce_scatter:
             // Piece `step` of every rank's block, block after block.
             for (int block = 0; block < state_->size(); ++block)
-                std::memcpy(at(mine, block * n), at(args_.send, block * args_.count + offset()), bytes(n));
+                to_buffer(at(mine, block * n), at(args_.send, block * args_.count + offset()), bytes(n));
             break;
         }
     }
@@ -212,7 +269,7 @@ private:
         std::byte* target = keeps_result() ? at(args_.data, offset() + part.first) : state_->scratch();
         combine_all(target, part.first, part.length(), s);
         if (args_.kind == DataOp::allreduce || me() != args_.root)
-            std::memcpy(at(state_->buffer(me(), s), part.first), target, bytes(part.length()));
+            to_buffer(at(state_->buffer(me(), s), part.first), target, bytes(part.length()));
     }
 
     bool ready_to_copy_out(uint64_t s) const {
@@ -258,6 +315,7 @@ private:
     const int64_t element_;
     int64_t per_step_ = 1, steps_ = 0;
     uint64_t first_step_ = 0;  ///< 0: not begun
+    std::optional<shm::DistanceProbe> probe_;  ///< before the first step, when this operation measures
     int64_t step_ = 0;         ///< the step in progress, 0-based
     int phase_ = 0;            ///< 0: copy in, 1: reduce, 2: copy out
     bool done_ = false;
@@ -340,9 +398,9 @@ std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, ShmRequest re
     const std::vector<uint64_t> layout{layout_magic, static_cast<uint64_t>(size), chunk_bytes};
     std::unique_ptr<Segment> segment;
     const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
-    const bool enabled = request.value_or(cpus <= 0 || size <= cpus);
+    const bool enabled = request.on.value_or(cpus <= 0 || size <= cpus);
     std::string name, trouble = enabled            ? ""
-                                : request.has_value() ? "DDP_SHM=0 here"
+                                : request.on.has_value() ? "DDP_SHM=0 here"
                                                       : std::to_string(size) + " ranks share this node's " +
                                                             std::to_string(cpus) + " CPUs (DDP_SHM=1 to use it anyway)";
     // Round 1: rank 0 creates the segment under a name no other job uses
@@ -389,7 +447,8 @@ std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, ShmRequest re
                  std::to_string(bytes) + " bytes of shared memory)");
     std::shared_ptr<const Segment> shared(std::move(segment));
     auto agreement = shm::make_shm_agreement(shared, plane_bytes(size), rank, size);
-    return std::make_unique<ShmPlane>(std::make_shared<State>(std::move(shared), rank, size), std::move(agreement));
+    return std::make_unique<ShmPlane>(std::make_shared<State>(std::move(shared), rank, size, request.stream),
+                                      std::move(agreement));
 }
 
 }  // namespace ddp

@@ -14,10 +14,15 @@
 
 namespace ddp {
 
-/// Whether the user turned the plane on or off (DDP_SHM=1/0); unset: on
-/// where every rank of the node has a CPU of its own (docs/shm.md: polled
-/// flags need the peers running at the same moment).
-using ShmRequest = std::optional<bool>;
+/// What the user asked of the plane (docs/shm.md).
+struct ShmRequest {
+    /// DDP_SHM=1/0: on or off; unset: on where every rank of the node has a
+    /// CPU of its own (polled flags need the peers running at the same moment).
+    std::optional<bool> on;
+    /// DDP_SHM_STREAM=1/0: streaming copies into the segment always or never;
+    /// unset: where a probe finds the ranks' cores far apart.
+    std::optional<bool> stream;
+};
 
 /// Sets the plane up collectively over `channel` (every rank of it calls
 /// this): nullptr on every rank when it does not apply (one rank, ranks on
