@@ -1,6 +1,7 @@
 #include "core/plan_runner.hpp"
 
 #include <cstring>
+#include <vector>
 
 #include "core/data_steps.hpp"
 #include "device/cpu/elementwise.hpp"
@@ -54,6 +55,16 @@ std::byte* contiguous_members(const FusionPlan& plan, const PlanStep& step, std:
     return start;
 }
 
+// Where each member of a fused step lies.
+std::vector<Piece> pieces_of(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors) {
+    std::vector<Piece> pieces;
+    for (int64_t index : plan.members_of(step)) {
+        const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
+        if (byte_size(tensor) > 0) pieces.push_back({static_cast<std::byte*>(tensor.data), byte_size(tensor)});
+    }
+    return pieces;
+}
+
 }  // namespace
 
 // Runs every plan step through `start`, pipelined: step k+1 is packed and
@@ -61,8 +72,9 @@ std::byte* contiguous_members(const FusionPlan& plan, const PlanStep& step, std:
 // two operations are in flight (fused steps alternate between two halves
 // of the fusion buffer). Each wait is held to the call's deadline. A step
 // runs on the tensor itself for single tensors and for members already
-// contiguous in memory, else on a bucket (packed before when `pack_before`,
-// unpacked after when `unpack_after`).
+// contiguous in memory, on the members where they lie when the plane gathers
+// them (run.start_pieces), else on a bucket (packed before when
+// `pack_before`, unpacked after when `unpack_after`).
 void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, const CollectiveCall& call,
               const PlanRun& run, const StartStep& start) {
     const bool pack_before = run.pack_before, unpack_after = run.unpack_after;
@@ -76,6 +88,7 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
         size_t index = 0;            // the step's place in the plan
         std::byte* data = nullptr;   // where the step ran
         bool in_bucket = false;      // on a packed bucket (else on the caller's memory)
+        bool in_pieces = false;      // on the members where they lie
         std::unique_ptr<Pending> pending;
         const char* plane = nullptr; // the plane it runs on
         int64_t started_ns = 0;      // for the timeline
@@ -95,7 +108,13 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
         } else if (unpack_after && divisor != 1.0) {
             trace::Span span(timeline, "divide", trace::Row::work, context.sequence);
             describe_step(span, plan, step, flight.index, call);
-            divide_copy(flight.data, flight.data, step.elements, step.dtype, divisor);
+            if (flight.in_pieces)
+                for (int64_t index : plan.members_of(step)) {
+                    const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
+                    divide_copy(tensor.data, tensor.data, tensor.count, step.dtype, divisor);
+                }
+            else
+                divide_copy(flight.data, flight.data, step.elements, step.dtype, divisor);
         }
         flight.step = nullptr;
     };
@@ -106,10 +125,16 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
         InFlight current;
         current.step = &step;
         current.index = index;
+        HostPlane& plane = comm.planes().host_for(run.op, step.dtype, run.reduction, step_bytes(step));
+        current.plane = plane.name();
+        std::vector<Piece> pieces;
         if (!step.fused) {
             current.data = static_cast<std::byte*>(tensors[static_cast<size_t>(plan.members_of(step)[0])].data);
         } else if (std::byte* in_place = contiguous_members(plan, step, tensors)) {
             current.data = in_place;
+        } else if (run.start_pieces && plane.gathers_pieces()) {
+            pieces = pieces_of(plan, step, tensors);
+            current.in_pieces = true;
         } else {
             current.data = buffers + half * next_half;
             next_half ^= 1;
@@ -121,9 +146,8 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
             }
         }
         if (timeline.on()) current.started_ns = trace::now_ns();
-        HostPlane& plane = comm.planes().host_for(run.op, step.dtype, run.reduction, step_bytes(step));
-        current.plane = plane.name();
-        current.pending = start(plane, current.data, step.elements, step.dtype);
+        current.pending = current.in_pieces ? run.start_pieces(plane, pieces, step.elements, step.dtype)
+                                            : start(plane, current.data, step.elements, step.dtype);
         try {
             finish(previous);
         } catch (...) {

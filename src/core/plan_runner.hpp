@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <span>
 
 #include "core/collectives.hpp"
 #include "core/fusion_plan.hpp"
@@ -18,16 +19,22 @@ namespace ddp {
 using StartStep =
     std::function<std::unique_ptr<Pending>(HostPlane& plane, void* data, int64_t count, ddp_dtype dtype)>;
 
+/// The same on the members of a fused step where they lie (HostPlane::start_allreduce_pieces).
+using StartPieces = std::function<std::unique_ptr<Pending>(HostPlane& plane, std::span<const Piece> pieces,
+                                                           int64_t count, ddp_dtype dtype)>;
+
 /// How a plan runs for one collective: the operation its steps are (which
 /// picks the plane), whether this rank's buckets are packed before (its
-/// inputs matter) and unpacked after (it receives the results), and AVG's
-/// divisor (1: none).
+/// inputs matter) and unpacked after (it receives the results), AVG's
+/// divisor (1: none), and, for a collective that has one, how a step
+/// starts on members left where they lie, on planes that gather them.
 struct PlanRun {
     DataOp op;
     ddp_op reduction = DDP_OP_SUM;
     bool pack_before = true;
     bool unpack_after = true;
     double divisor = 1.0;
+    StartPieces start_pieces = nullptr;
 };
 
 void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, const CollectiveCall& call,

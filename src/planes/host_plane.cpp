@@ -31,6 +31,10 @@ std::unique_ptr<Pending> HostPlane::start_allreduce(void*, int64_t, ddp_dtype, d
     unsupported(*this, DataOp::allreduce);
 }
 
+std::unique_ptr<Pending> HostPlane::start_allreduce_pieces(std::span<const Piece>, int64_t, ddp_dtype, ddp_op) {
+    unsupported(*this, DataOp::allreduce);
+}
+
 std::unique_ptr<Pending> HostPlane::start_reduce(void*, int64_t, ddp_dtype, ddp_op, int) {
     unsupported(*this, DataOp::reduce);
 }

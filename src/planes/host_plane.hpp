@@ -7,8 +7,10 @@
 // it and a new plane implements only what it can do.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "control/agreement_route.hpp"
 #include "ddp/ddp.h"
@@ -22,6 +24,12 @@ enum class DataOp { allreduce, reduce, broadcast, allgather, reduce_scatter };
 
 /// "allreduce", ... for messages.
 const char* data_op_name(DataOp op);
+
+/// Where one member of a fused step lies in the caller's memory.
+struct Piece {
+    std::byte* data;
+    size_t bytes;
+};
 
 /// The most elements one rank's shard of a reduce_scatter step may hold
 /// (within one MPI count); the C boundary refuses larger shards.
@@ -41,6 +49,15 @@ public:
     // Each returns nullptr when the operation finished at once.
     /// In-place allreduce.
     virtual std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op);
+    /// Whether start_allreduce_pieces runs here: a plane that copies
+    /// through buffers of its own anyway (shm) gathers the members of a
+    /// fused step while copying in and scatters while copying out, which
+    /// spares the caller its packing and unpacking.
+    virtual bool gathers_pieces() const { return false; }
+    /// In-place allreduce of `count` elements lying in `pieces`, back to
+    /// back as if one buffer. The plane keeps its own copy of the list.
+    virtual std::unique_ptr<Pending> start_allreduce_pieces(std::span<const Piece> pieces, int64_t count,
+                                                            ddp_dtype dtype, ddp_op op);
     /// In-place reduce into root's buffer; other ranks' buffers are unchanged.
     virtual std::unique_ptr<Pending> start_reduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op, int root);
     virtual std::unique_ptr<Pending> start_broadcast(void* data, int64_t bytes, int root);

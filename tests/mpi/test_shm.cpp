@@ -276,6 +276,48 @@ TEST(Shm, ReduceBroadcastAllgatherReduceScatterAroundChunks) {
         }
 }
 
+TEST(Shm, FusedListsReducedWhereTheyLieBitwiseAsOneBuffer) {
+    // A list cut into odd pieces, each in memory of its own, fused into
+    // buckets of 1 MiB (steps that cross tensors and chunks): the plane
+    // gathers and scatters them itself (planes/shm/pieces.hpp), and the
+    // result must be the reference's bits, AVG included (divided per tensor).
+    const std::vector<int64_t> cuts{1, 3, 1023, 70001, 5, 300000, 17, 262144, 2};
+    for (ddp_dtype dtype : {DDP_DTYPE_F32, DDP_DTYPE_BF16, DDP_DTYPE_F64, DDP_DTYPE_I32})
+        for (ddp_op op : {DDP_OP_SUM, DDP_OP_MAX, DDP_OP_AVG}) {
+            if (op == DDP_OP_AVG && !floating(dtype)) continue;
+            // A bucket of the small tensors may stay under 4 KiB and go to
+            // MPI, which sums floats in an order of its own beyond 2 ranks.
+            if (size > 2 && floating(dtype) && op != DDP_OP_MAX) continue;
+            int64_t count = 0;
+            for (int64_t cut : cuts) count += cut;
+            const ddp_op reduced = op == DDP_OP_AVG ? DDP_OP_SUM : op;
+            if (!bits_promised(dtype, reduced, count)) continue;
+            const std::vector<std::byte> whole = input(rank, dtype, count, false);
+            std::vector<std::vector<std::byte>> pieces;
+            std::vector<ddp_tensor> list;
+            size_t at = 0;
+            for (int64_t cut : cuts) {
+                const size_t bytes = static_cast<size_t>(cut) * width(dtype);
+                pieces.emplace_back(whole.begin() + static_cast<ptrdiff_t>(at),
+                                    whole.begin() + static_cast<ptrdiff_t>(at + bytes));
+                at += bytes;
+            }
+            for (auto& piece : pieces) list.push_back(tensor_of(piece, dtype));
+            ddp_collective_options opts;
+            ddp_collective_options_init(&opts, sizeof opts);
+            opts.fusion_bytes = chunk_bytes;
+            ASSERT_EQ(ddp_allreduce_tensor_list(world, list.data(), static_cast<int64_t>(list.size()), op, &opts),
+                      DDP_OK)
+                << mpi_test::message();
+            std::vector<std::byte> result;
+            for (const auto& piece : pieces) result.insert(result.end(), piece.begin(), piece.end());
+            std::vector<std::byte> expected = reference(dtype, reduced, count, false);
+            if (op == DDP_OP_AVG)  // each element divided by the ranks, as the unpacking does
+                ddp::divide_copy(expected.data(), expected.data(), count, dtype, static_cast<double>(size));
+            EXPECT_EQ(first_difference(result, expected, dtype), -1) << "dtype " << dtype << " op " << op;
+        }
+}
+
 TEST(Shm, ManyFusedStepsInFlightAndAsyncRequests) {
     // Fused buckets start before the previous one is waited for: two
     // operations on the plane at once, finished in start order.

@@ -12,10 +12,13 @@ namespace {
 
 void allreduce_on_host(Communicator& comm, CallContext& context, const CollectiveCall& call, const FusionPlan& plan) {
     const ddp_op op = backend_op(call.op);
-    run_plan(comm, context, plan, call, PlanRun{DataOp::allreduce, op, true, true, avg_divisor(comm, call.op)},
-             [op](HostPlane& plane, void* data, int64_t count, ddp_dtype dtype) {
-                 return plane.start_allreduce(data, count, dtype, op);
-             });
+    const PlanRun run{DataOp::allreduce, op, true, true, avg_divisor(comm, call.op),
+                      [op](HostPlane& plane, std::span<const Piece> pieces, int64_t count, ddp_dtype dtype) {
+                          return plane.start_allreduce_pieces(pieces, count, dtype, op);
+                      }};
+    run_plan(comm, context, plan, call, run, [op](HostPlane& plane, void* data, int64_t count, ddp_dtype dtype) {
+        return plane.start_allreduce(data, count, dtype, op);
+    });
 }
 
 void allreduce_on_device(Communicator&, CallContext& context, const CollectiveCall& call, DevicePlane& plane,

@@ -36,6 +36,7 @@
 
 #include "planes/shm/combine.hpp"
 #include "planes/shm/distance_probe.hpp"
+#include "planes/shm/pieces.hpp"
 #include "planes/shm/progress_flags.hpp"
 #include "planes/shm/segment.hpp"
 #include "planes/shm/start_order.hpp"
@@ -148,10 +149,11 @@ public:
         ddp_dtype dtype;
         ddp_op op;
         int root;
+        std::span<const Piece> pieces = {};  ///< allreduce: data is null and the elements lie here
     };
 
     Operation(std::shared_ptr<State> state, const Args& args)
-        : state_(std::move(state)), args_(args),
+        : state_(std::move(state)), args_(args), pieces_(args.pieces),
           element_(args.kind == DataOp::broadcast ? 1 : static_cast<int64_t>(element_size(args.dtype))) {
         const auto per_chunk = static_cast<int64_t>(chunk_bytes) / element_;
         per_step_ = args.kind == DataOp::reduce_scatter ? std::max<int64_t>(1, per_chunk / state_->size()) : per_chunk;
@@ -230,11 +232,19 @@ private:
         return args_.kind == DataOp::allreduce || args_.kind == DataOp::reduce || args_.kind == DataOp::reduce_scatter;
     }
 
+    bool gathered() const { return !pieces_.empty(); }
+
     void copy_in(uint64_t s) {
         std::byte* mine = state_->buffer(me(), s);
         const int64_t n = length();
         switch (args_.kind) {
         case DataOp::allreduce:
+            if (gathered()) {
+                pieces_.gather(mine, bytes(offset()), bytes(n),
+                               [this](std::byte* to, const std::byte* from, size_t b) { to_buffer(to, from, b); });
+                break;
+            }
+            [[fallthrough]];
         case DataOp::reduce: to_buffer(mine, at(args_.data, offset()), bytes(n)); break;
         case DataOp::broadcast:
             if (me() == args_.root) to_buffer(mine, at(args_.data, offset()), bytes(n));
@@ -266,8 +276,10 @@ private:
         if (part.length() == 0) return;
         // The result goes to this rank's own memory first (its buffer is an
         // input still), then into its buffer for the peers.
-        std::byte* target = keeps_result() ? at(args_.data, offset() + part.first) : state_->scratch();
+        std::byte* target =
+            keeps_result() && !gathered() ? at(args_.data, offset() + part.first) : state_->scratch();
         combine_all(target, part.first, part.length(), s);
+        if (gathered()) pieces_.scatter(bytes(offset() + part.first), target, bytes(part.length()));
         if (args_.kind == DataOp::allreduce || me() != args_.root)
             to_buffer(at(state_->buffer(me(), s), part.first), target, bytes(part.length()));
     }
@@ -291,9 +303,12 @@ private:
             if (!keeps_result()) break;
             for (int rank = 0; rank < state_->size(); ++rank) {
                 const Range part = part_of(n, state_->size(), rank);
-                if (rank != me())
-                    std::memcpy(at(args_.data, offset() + part.first), at(state_->buffer(rank, s), part.first),
-                                bytes(part.length()));
+                if (rank == me()) continue;
+                const std::byte* from = at(state_->buffer(rank, s), part.first);
+                if (gathered())
+                    pieces_.scatter(bytes(offset() + part.first), from, bytes(part.length()));
+                else
+                    std::memcpy(at(args_.data, offset() + part.first), from, bytes(part.length()));
             }
             break;
         case DataOp::broadcast:
@@ -312,6 +327,7 @@ private:
 
     std::shared_ptr<State> state_;
     const Args args_;
+    const shm::Pieces pieces_;  ///< args_.pieces, kept: the caller's list may go first
     const int64_t element_;
     int64_t per_step_ = 1, steps_ = 0;
     uint64_t first_step_ = 0;  ///< 0: not begun
@@ -333,6 +349,11 @@ public:
 
     std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) override {
         return start({DataOp::allreduce, static_cast<std::byte*>(data), nullptr, count, dtype, op, 0});
+    }
+    bool gathers_pieces() const override { return true; }
+    std::unique_ptr<Pending> start_allreduce_pieces(std::span<const Piece> pieces, int64_t count, ddp_dtype dtype,
+                                                    ddp_op op) override {
+        return start({DataOp::allreduce, nullptr, nullptr, count, dtype, op, 0, pieces});
     }
     std::unique_ptr<Pending> start_reduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op, int root) override {
         return start({DataOp::reduce, static_cast<std::byte*>(data), nullptr, count, dtype, op, root});
