@@ -60,9 +60,9 @@ def test_every_collective_takes_a_timeout_of_its_own(tmp_path, call):
         try:
             {TIMED_CALLS[call]}
         except ddp.TimeoutError as error:
-            print("rank", comm.rank, "TimeoutError", error, flush=True)
+            print(f"rank {comm.rank} TimeoutError {error}", flush=True)
         else:
-            print("rank", comm.rank, "returned", flush=True)
+            print(f"rank {comm.rank} returned", flush=True)
         comm.finalize()
     """, ranks=2)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -127,14 +127,14 @@ def test_gradient_views_outlive_a_step_that_timed_out_and_the_communicator(tmp_p
         try:
             reducer.wait()
         except ddp.TimeoutError:
-            print("rank", comm.rank, "timed out", flush=True)
+            print(f"rank {comm.rank} timed out", flush=True)  # one string: the ranks print at once
         comm.finalize()
         del reducer
         gc.collect()
-        print("rank", comm.rank, "reads", grads[1][:2], flush=True)
+        print(f"rank {comm.rank} reads {grads[1][:2]}", flush=True)
         del grads
         gc.collect()
-        print("rank", comm.rank, "freed", flush=True)
+        print(f"rank {comm.rank} freed", flush=True)
     """, ranks=2)
     for rank in (0, 1):
         assert f"rank {rank} timed out" in result.stdout, result.stdout + result.stderr
