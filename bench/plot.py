@@ -15,7 +15,9 @@ all_rows = list(csv.DictReader(open(sys.argv[1])))
 
 
 def is_size(name):
-    return name.endswith(" KiB") or name.endswith(" MiB")
+    """A one-buffer row ("4 KiB", "16 MiB"), not a shards row ("shards 1 MiB")."""
+    parts = name.split()
+    return len(parts) == 2 and parts[0].isdigit() and parts[1] in ("KiB", "MiB")
 
 
 rows = [r for r in all_rows if not r["list"].startswith("shards ") and not is_size(r["list"])]

@@ -63,9 +63,13 @@ constexpr uint64_t layout_magic = 0x64647073686d3033;  // "ddpshm03"
 /// Operations of at least this many bytes measure the distance now and then
 /// and stream their copies when far; smaller ones stay in the caches.
 constexpr int64_t large_bytes = 256 * 1024;
-/// Every this many large operations, the first probing (a probe costs a few
-/// cache-line passes, 1-3 µs; a large operation, 100 µs or more).
-constexpr uint64_t probe_every = 16;
+/// A probe (a few cache-line passes, 1-3 µs) before the first large
+/// operation and then before the next one once this many have gone by, or
+/// this many bytes (a large operation takes 30 µs or more; 32 MiB, 3-10 ms).
+/// A host moves its vCPUs every few seconds: one probe per 16 calls of
+/// 256 MiB left a whole benchmark cell in the wrong mode.
+constexpr uint64_t probe_every_operations = 16;
+constexpr uint64_t probe_every_bytes = uint64_t{32} << 20;
 constexpr int probe_passes = 5;
 
 enum Flag : size_t { posted = 0, reduced = 1, consumed = 2, probe = 3, flags_per_rank = 4 };
@@ -98,10 +102,17 @@ public:
     }
     std::byte* scratch() { return scratch_.data(); }
 
-    /// A probe for the next large operation every probe_every of them; the
-    /// same on every rank, as operations start in the same order on all.
-    std::optional<shm::DistanceProbe> next_large_operation_probe() {
-        if (stream_.has_value() || large_operations_++ % probe_every != 0) return std::nullopt;
+    /// A probe for the next large operation when one is due; the same on
+    /// every rank, as operations (and their sizes) start in the same order on all.
+    std::optional<shm::DistanceProbe> next_large_operation_probe(uint64_t bytes) {
+        if (stream_.has_value()) return std::nullopt;
+        const bool due = probes_ == 0 || operations_since_probe_ >= probe_every_operations ||
+                         bytes_since_probe_ >= probe_every_bytes;
+        ++operations_since_probe_;
+        bytes_since_probe_ += bytes;
+        if (!due) return std::nullopt;
+        operations_since_probe_ = 1;
+        bytes_since_probe_ = bytes;
         const uint64_t first_token = probes_++ * probe_passes + 1;
         return std::optional<shm::DistanceProbe>(std::in_place, flags_, probe, rank_, size_, first_token, probe_passes);
     }
@@ -125,7 +136,7 @@ private:
     std::shared_ptr<const Segment> segment_;
     shm::ProgressFlags flags_;
     std::optional<bool> stream_;
-    uint64_t large_operations_ = 0, probes_ = 0;  ///< under started's lock
+    uint64_t probes_ = 0, operations_since_probe_ = 0, bytes_since_probe_ = 0;  ///< under started's lock
     bool far_ = false;
     int rank_, size_;
     std::vector<std::byte> scratch_;  ///< a reduce's part on a rank that keeps no result
@@ -176,7 +187,7 @@ private:
         if (first_step_ == 0) {
             first_step_ = state.next_step;
             state.next_step += static_cast<uint64_t>(steps_);
-            if (large()) probe_ = state.next_large_operation_probe();
+            if (large()) probe_ = state.next_large_operation_probe(bytes(args_.count));
         }
         if (probe_) {
             if (!probe_->advance()) return false;
