@@ -103,9 +103,11 @@ public:
     std::byte* scratch() { return scratch_.data(); }
 
     /// A probe for the next large operation when one is due; the same on
-    /// every rank, as operations (and their sizes) start in the same order on all.
+    /// every rank, as operations (and their sizes) start in the same order on
+    /// all. It runs whatever DDP_SHM_STREAM says: that is each rank's own
+    /// environment, and a rank that skipped a probe its peers run would
+    /// leave them waiting for its token.
     std::optional<shm::DistanceProbe> next_large_operation_probe(uint64_t bytes) {
-        if (stream_.has_value()) return std::nullopt;
         const bool due = probes_ == 0 || operations_since_probe_ >= probe_every_operations ||
                          bytes_since_probe_ >= probe_every_bytes;
         ++operations_since_probe_;
@@ -135,10 +137,10 @@ public:
 private:
     std::shared_ptr<const Segment> segment_;
     shm::ProgressFlags flags_;
+    int rank_, size_;
     std::optional<bool> stream_;
     uint64_t probes_ = 0, operations_since_probe_ = 0, bytes_since_probe_ = 0;  ///< under started's lock
     bool far_ = false;
-    int rank_, size_;
     std::vector<std::byte> scratch_;  ///< a reduce's part on a rank that keeps no result
 };
 
@@ -164,7 +166,7 @@ public:
     };
 
     Operation(std::shared_ptr<State> state, const Args& args)
-        : state_(std::move(state)), args_(args), pieces_(args.pieces),
+        : state_(std::move(state)), args_(without_pieces(args)), pieces_(args.pieces),
           element_(args.kind == DataOp::broadcast ? 1 : static_cast<int64_t>(element_size(args.dtype))) {
         const auto per_chunk = static_cast<int64_t>(chunk_bytes) / element_;
         per_step_ = args.kind == DataOp::reduce_scatter ? std::max<int64_t>(1, per_chunk / state_->size()) : per_chunk;
@@ -172,6 +174,11 @@ public:
         done_ = steps_ == 0;
     }
     ~Operation() override { state_->started.remove(this); }
+    /// `args` with no pieces: the list is the caller's and goes when start returns (pieces_ keeps a copy).
+    static Args without_pieces(Args args) {
+        args.pieces = {};
+        return args;
+    }
     Operation(const Operation&) = delete;
     Operation& operator=(const Operation&) = delete;
 

@@ -5,7 +5,8 @@
 // 100 MB allreduce through the plane, a far placement of ~400-650 ns cache-
 // line round trip): 53-62 ms with plain copies, 17 ms with these. Near
 // (one shared L3) the plain copy wins on anything that fits in that cache,
-// so the plane asks PeerDistance (planes/shm/peer_distance.hpp) which to use.
+// so the plane streams only where its probe (planes/shm/distance_probe.hpp)
+// finds the ranks far apart.
 #pragma once
 
 #include <cstddef>
