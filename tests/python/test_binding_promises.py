@@ -60,9 +60,9 @@ def test_every_collective_takes_a_timeout_of_its_own(tmp_path, call):
         try:
             {TIMED_CALLS[call]}
         except ddp.TimeoutError as error:
-            print(f"rank {comm.rank} TimeoutError {error}", flush=True)
+            print(f"rank {{comm.rank}} TimeoutError {{error}}", flush=True)
         else:
-            print(f"rank {comm.rank} returned", flush=True)
+            print(f"rank {{comm.rank}} returned", flush=True)
         comm.finalize()
     """, ranks=2)
     assert result.returncode == 0, result.stdout + result.stderr
