@@ -52,6 +52,7 @@ cluster_down() {
 # cluster_mpirun NP ARGS...: mpirun from node0 over TCP on the bridge only,
 # with keepalive on the launcher's own connections so that it notices a
 # node gone within about 11 s (else it waits for ever on a lost daemon).
+# DDP_MN_KEEPALIVE_PROBES (default 3): how many unanswered probes mean gone.
 cluster_mpirun() {
     np=$1
     shift
@@ -59,7 +60,7 @@ cluster_mpirun() {
         mpirun --allow-run-as-root --oversubscribe -np "$np" --hostfile "$DDP_MN_OUT/hostfile" \
         --mca plm_rsh_agent "$here/rsh_agent.sh" --mca plm_rsh_no_tree_spawn 1 \
         --mca btl self,tcp --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet" \
-        --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 \
+        --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes "${DDP_MN_KEEPALIVE_PROBES:-3}" \
         -x DDP_MN_OUT -x DDP_TIMEOUT_S -x DDP_HANG_WATCHDOG_S -x DDP_STALL_WARN_S -x DDP_BACKEND \
         ${DDP_MN_PERTURB:+-x MALLOC_PERTURB_="$DDP_MN_PERTURB"} ${DDP_HIERARCHICAL:+-x DDP_HIERARCHICAL} \
         ${DDP_SHM:+-x DDP_SHM} ${DDP_LOG_LEVEL:+-x DDP_LOG_LEVEL} "$@"

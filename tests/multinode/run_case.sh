@@ -232,6 +232,9 @@ slow_link | loss)
             ip netns exec "$DDP_MN_PREFIX-switch" tc qdisc add dev port1 root tbf rate 20mbit burst 32kbit latency 400ms ||
             fail "tc could not throttle the link"
     else
+        # 3% of the launcher's keepalive probes and answers are lost too: 3 in a
+        # row lost once ended a CI run's job ("ORTE has lost communication").
+        export DDP_MN_KEEPALIVE_PROBES=10
         command -v iptables >/dev/null || fail "needs iptables (scripts/install-deps installs it)"
         for chain in INPUT OUTPUT; do
             ip netns exec "$DDP_MN_PREFIX-node1" iptables -A "$chain" -m statistic --mode random --probability 0.03 \
