@@ -1,7 +1,8 @@
-"""Static checks of the Julia package bindings/julia (DDP.jl) and the Julia example:
-CI has no Julia runtime (scripts/run-julia-tests runs the package wherever one is on
-PATH), so here each check reads the source with tree-sitter-julia; the `*_catches_*`
-tests show that each checker finds what it looks for in a deliberately broken source."""
+"""Static checks of the Julia package bindings/julia (DDP.jl) and the Julia example,
+for what running it on Julia 1.5.3 (scripts/run-julia-tests) cannot show: the
+extensions, which need Julia 1.9 and registry packages, and the package's rules.
+Each check reads the source with tree-sitter-julia; the `*_catches_*` tests show that
+each checker finds what it looks for in a deliberately broken source."""
 import re
 import tomllib
 import uuid

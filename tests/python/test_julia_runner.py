@@ -1,6 +1,6 @@
-"""scripts/run-julia-tests where no julia is on PATH (CI's case): it says so and
-succeeds; and scripts/summarize-tests.py counts the per-rank result files the Julia
-suites write where one is."""
+"""scripts/run-julia-tests where no julia is on PATH (scripts/run-tests puts one there
+first; run alone, the runner says so and succeeds); and scripts/summarize-tests.py
+counts the per-rank result files the Julia suites write."""
 import os
 import subprocess
 import sys
@@ -17,6 +17,8 @@ def test_without_julia_the_runner_says_so_and_passes():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no julia on PATH" in result.stdout and "not run" in result.stdout
+    assert "scripts/get-julia" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "0 passed, 0 failed, 0 skipped"
 
 
 def summarize(directory):
