@@ -4,7 +4,8 @@
 Data-parallel training for Julia on libddp: the calls of FluxMPI.jl and
 Lux.DistributedUtils under the same names (`DDP.Init()`, `local_rank()`,
 `allreduce!`, `synchronize!`, `allreduce_gradients`, `DistributedOptimizer`,
-`DistributedDataContainer`, ...) and sub-communicators (`DDP.split`, `close`), carried
+`DistributedDataContainer`, ...), sub-communicators (`DDP.split`, `close`) and
+persistent gradient buckets (`DDP.Reducer`, PyTorch DDP's reducer), carried
 out by libddp's C ABI through the generated `DDP.LibDDP` layer. Failures are
 `DDPError`s carrying libddp's status and message. Needs Base and the standard library
 alone; the packages it works with (CUDA, Functors, MLUtils, MPI, Optimisers,
@@ -20,6 +21,7 @@ include("tensors.jl")
 include("world.jl")
 include("split.jl")
 include("collectives.jl")
+include("reducer.jl")
 include("trees.jl")
 include("data.jl")
 include("printing.jl")

@@ -617,6 +617,74 @@ testset("a bad color, key or timeout on one rank fails every peer at once") do
     end
 end
 
+testset("DDP.Reducer: gradients in its buckets, marked in any order, reduced by wait") do
+    like = (w = zeros(Float32, 3, 4), b = zeros(Float64, 5), steps = zeros(Int64, 2))
+    reducer = DDP.Reducer(like; op = :sum, fusion_bytes = 64)
+    gs = DDP.gradients(reducer)
+    @test keys(gs) == keys(like) && size(gs.w) == (3, 4) && eltype(gs.b) == Float64
+    @test gs.w isa DDP.Gradient{Float32, 2} && isopen(reducer)
+    for step in 1:3
+        gs.steps .= step
+        DDP.mark_ready!(reducer, 3)                      # 1-based index
+        gs.b .= rank .+ (1:5)
+        DDP.mark_ready!(reducer, gs.b)                   # the array itself
+        copyto!(gs.w, [Float32(rank + i * j) for i in 1:3, j in 1:4])
+        DDP.mark_ready!(reducer, gs.w)
+        @test wait(reducer) === reducer
+        @test gs.w == [Float32(sum(r + i * j for r in 0:n-1)) for i in 1:3, j in 1:4]
+        @test gs.b == [sum(r + i for r in 0:n-1) for i in 1:5]
+        @test gs.steps == fill(n * step, 2)
+    end
+    # A gradient is a dense array: libddp's collectives take it, as any Array.
+    gs.b .= rank .+ (1:5)
+    @test allreduce!(gs.b, max) == [n - 1 + i for i in 1:5]
+    close(reducer)
+    @test !isopen(reducer) && close(reducer) === nothing
+    @test gs.steps == fill(3n, 2)                        # readable after close
+    @test_throws ArgumentError DDP.mark_ready!(reducer, 1)
+    averaging = DDP.Reducer(zeros(Float32, 6))           # :avg by default; one array
+    g = DDP.gradients(averaging)
+    g .= rank
+    wait(DDP.mark_ready!(averaging, g))
+    @test g == fill(Float32((n - 1) / 2), 6)
+    close(averaging)
+end
+
+testset("DDP.Reducer: a bad mark or registration on one rank fails every peer at once") do
+    bad = n - 1
+    reducer = DDP.Reducer([zeros(Float32, 4), zeros(Float32, 2)])
+    gs = DDP.gradients(reducer)
+    for (mark, words) in ((() -> DDP.mark_ready!(reducer, 3), "gradient index 3 is out of range"),
+                          (() -> DDP.mark_ready!(reducer, zeros(Float32, 4)), "mark_ready! takes one of"),
+                          (() -> (DDP.mark_ready!(reducer, 1); DDP.mark_ready!(reducer, 1)), "gradient 1 was already marked"))
+        started = time()
+        if rank == bad
+            error = ddp_error(mark, LibDDP.DDP_ERR_INVALID_ARGUMENT)
+            @test occursin(words, error.message)
+        else
+            foreach(g -> (g .= 1; DDP.mark_ready!(reducer, g)), gs)
+            error = ddp_error(() -> wait(reducer), LibDDP.DDP_ERR_MISMATCH)
+            @test occursin("rank $bad", error.message)
+        end
+        @test time() - started < 30  # the world's timeout is 1800 s: nobody waited
+        foreach(g -> (g .= rank; DDP.mark_ready!(reducer, g)), gs)
+        wait(reducer)                                    # the next step works
+        @test gs[1] == fill(Float32((n - 1) / 2), 4)
+    end
+    close(reducer)
+    for (like, op, words) in (((zeros(Float32, 2), zeros(ComplexF32, 2)), :avg, "like[2]: element type"),
+                              ("weights", :avg, "like: a String"),
+                              (zeros(Float32, 2), :mean, "op :mean"))
+        started = time()
+        error = ddp_error(() -> DDP.Reducer(rank == bad ? like : zeros(Float32, 2); op = rank == bad ? op : :avg),
+                          rank == bad ? LibDDP.DDP_ERR_INVALID_ARGUMENT : LibDDP.DDP_ERR_MISMATCH)
+        @test time() - started < 30
+        @test rank == bad ? occursin(words, error.message) :
+                            occursin("rank $bad passed invalid arguments to reducer_create", error.message)
+        @test sums_over(DDP.world(), 0:n-1)              # every rank in step again
+    end
+end
+
 testset("Finalize") do
     sub = DDP.split(DDP.world(), 0)
     DDP.Finalize()
