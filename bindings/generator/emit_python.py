@@ -92,6 +92,7 @@ def emit_errors(header: Header) -> str:
 
 class DDPError(Exception):
     """A libddp call returned a status other than DDP_OK."""
+    __module__ = "ddp"  # tracebacks name the public class, ddp.DDPError
 
     def __init__(self, status, message):
         self.status = status
@@ -103,7 +104,7 @@ class DDPError(Exception):
     for name, _ in errors:
         bases = ", ".join(["DDPError"] + ([f"builtins.{BUILTIN_BASE_OF_STATUS[name]}"]
                                           if name in BUILTIN_BASE_OF_STATUS else []))
-        out.append(f'\nclass {exception_name(name)}({bases}):\n    """{name}"""\n')
+        out.append(f'\nclass {exception_name(name)}({bases}):\n    """{name}"""\n    __module__ = "ddp"\n')
     out.append("\n_ERROR_OF_STATUS = {")
     out += [f"    {value}: {exception_name(name)}," for name, value in errors]
     out.append("}")

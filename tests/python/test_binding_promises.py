@@ -296,3 +296,20 @@ def test_a_ddp_library_that_loads_is_the_one_used(other_libddp):
     result = loaded_library(environment)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(other_libddp / "libddp.so.0")
+
+
+def test_tracebacks_name_the_public_exception_classes(tmp_path):
+    """An uncaught libddp error prints as ddp.MismatchError (the class users
+    catch), never as the private module that defines it; every error class is
+    ddp's own."""
+    result = run_script(tmp_path, """
+        import numpy as np
+        import ddp
+        comm = ddp.init(timeout=600)
+        comm.allreduce([np.ones(3 + comm.rank)])   # counts differ: MismatchError
+    """, ranks=2)
+    assert result.returncode != 0
+    assert "ddp.MismatchError: DDP_ERR_MISMATCH" in result.stderr, result.stderr
+    assert "ddp._ffi" not in result.stderr, result.stderr
+    for error in [ddp.DDPError] + ddp.DDPError.__subclasses__():
+        assert error.__module__ == "ddp" and getattr(ddp, error.__name__) is error, error

@@ -188,6 +188,7 @@ ddp_log_callback = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_char_p, ctype
 
 class DDPError(Exception):
     """A libddp call returned a status other than DDP_OK."""
+    __module__ = "ddp"  # tracebacks name the public class, ddp.DDPError
 
     def __init__(self, status, message):
         self.status = status
@@ -198,42 +199,52 @@ class DDPError(Exception):
 
 class InvalidArgumentError(DDPError, builtins.ValueError):
     """DDP_ERR_INVALID_ARGUMENT"""
+    __module__ = "ddp"
 
 
 class MismatchError(DDPError):
     """DDP_ERR_MISMATCH"""
+    __module__ = "ddp"
 
 
 class UnsupportedError(DDPError, builtins.NotImplementedError):
     """DDP_ERR_UNSUPPORTED"""
+    __module__ = "ddp"
 
 
 class NotInitializedError(DDPError):
     """DDP_ERR_NOT_INITIALIZED"""
+    __module__ = "ddp"
 
 
 class AlreadyInitializedError(DDPError):
     """DDP_ERR_ALREADY_INITIALIZED"""
+    __module__ = "ddp"
 
 
 class TimeoutError(DDPError, builtins.TimeoutError):
     """DDP_ERR_TIMEOUT"""
+    __module__ = "ddp"
 
 
 class BackendError(DDPError):
     """DDP_ERR_BACKEND"""
+    __module__ = "ddp"
 
 
 class OutOfMemoryError(DDPError, builtins.MemoryError):
     """DDP_ERR_OUT_OF_MEMORY"""
+    __module__ = "ddp"
 
 
 class BufferTooSmallError(DDPError):
     """DDP_ERR_BUFFER_TOO_SMALL"""
+    __module__ = "ddp"
 
 
 class InternalError(DDPError):
     """DDP_ERR_INTERNAL"""
+    __module__ = "ddp"
 
 
 _ERROR_OF_STATUS = {

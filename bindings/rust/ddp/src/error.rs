@@ -67,7 +67,7 @@ impl ErrorKind {
 /// let err = ddp::shard_indices(-1, 0, 1, &ddp::ShardOptions::default()).unwrap_err();
 /// let _: ddp_sys::ddp_status = err.status();
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Error {
     status: ddp_status,
     message: String,
@@ -102,6 +102,14 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.status_name(), self.message)
+    }
+}
+
+/// Names the public type and its kind, as `fn main() -> ddp::Result<()>` prints it:
+/// `ddp::Error { kind: Mismatch, message: "..." }`, no `ddp_sys` status.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ddp::Error").field("kind", &self.kind()).field("message", &self.message).finish()
     }
 }
 

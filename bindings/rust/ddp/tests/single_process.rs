@@ -69,6 +69,10 @@ fn integer_average_is_an_error_naming_the_tensor() {
         assert_eq!(err.status_name(), "DDP_ERR_INVALID_ARGUMENT");
         assert!(err.message().contains("tensor 1") || err.message().contains("tensors[1]"), "{}", err.message());
         assert!(err.to_string().starts_with("DDP_ERR_INVALID_ARGUMENT: "));
+        // What `fn main() -> ddp::Result<()>` prints names the public type.
+        let debug = format!("{err:?}");
+        assert!(debug.starts_with("ddp::Error { kind: InvalidArgument, message: "), "{debug}");
+        assert!(!debug.contains("ddp_sys") && !debug.contains("DDP_ERR"), "{debug}");
     });
 }
 
