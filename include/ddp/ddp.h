@@ -647,14 +647,18 @@ DDP_API ddp_status ddp_timeline_stop(ddp_comm* comm);
  * sequence number, tensor count, bytes, op, root, description hash, the
  * times it was entered, agreed and finished (to a few milliseconds), and
  * its state. It is always
- * on, and every rank writes it by itself on a timeout, a mismatch or an
- * abort, to DDP_FLIGHT_RECORDER_DIR (one file per rank,
- * ddp-flight-recorder.rankR.json) or, when that is unset, as one log line.
- * `path` names the file as for ddp_timeline_start ("%r" or ".rankR"); NULL
- * means that automatic destination. scripts/ddp-trace explain reads every
- * rank's dump and says which rank is behind or which call differs. Local;
- * callable on a broken communicator. DDP_ERR_INVALID_ARGUMENT when the file
- * cannot be written.
+ * on, and every rank writes it by itself when the communicator breaks (a
+ * timeout, an abort, a GPU failure; not on a mismatch, whose error says
+ * what differed) into a file of its own, ddp-flight-recorder.rankR.json, in
+ * DDP_FLIGHT_RECORDER_DIR or, when that is unset, in a folder of the user's
+ * own per job under the temporary directory ($TMPDIR or /tmp, then
+ * ddp-UID/JOB, mode 0700), and logs one line naming the file. `path` is the
+ * file's name as given, every "%r" in it replaced by the rank (so
+ * "fr.%r.json" gives each rank its own file); NULL means that automatic
+ * file, which the log then names. scripts/ddp-trace explain reads every
+ * rank's dump (or their folder) and says which rank is behind or which call
+ * differs. Local; callable on a broken communicator.
+ * DDP_ERR_INVALID_ARGUMENT when the file cannot be written.
  */
 DDP_API ddp_status ddp_dump_flight_recorder(ddp_comm* comm, const char* path);
 
@@ -684,7 +688,9 @@ typedef void (*ddp_log_callback)(int32_t level, const char* line, void* user);
 DDP_API ddp_status ddp_log(const ddp_comm* comm, ddp_log_level level, const char* msg);
 
 /** Routes every log line (libddp's own too) to `fn`, called with `user`;
- *  NULL restores stderr. Process-wide; thread-safe. Never fails. */
+ *  NULL restores stderr. Process-wide; thread-safe. Never fails. `fn` may
+ *  be called from libddp's own threads, and must return normally: an
+ *  exception or unwinding out of it ends the process (std::terminate). */
 DDP_API ddp_status ddp_set_log_callback(ddp_log_callback fn, void* user);
 
 /* ------------------------------------------------------------------------ */

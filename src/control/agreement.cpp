@@ -110,7 +110,7 @@ Error mismatch(ControlChannel& channel, ControlPlane& control, CallContext& cont
     for (size_t r = 1; r < all.size(); ++r)
         if (all[r] != all[0]) {
             Error error(DDP_ERR_MISMATCH, explain_difference(all[0], 0, all[r], static_cast<int>(r)));
-            control.record_mismatch(context, error.what());
+            control.record_mismatch(context);
             return error;
         }
     return Error(DDP_ERR_INTERNAL, "ranks' hashes differed but their descriptions are equal");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "control/agreement_route.hpp"
+#include "control/peer_liveness.hpp"
 #include "ddp/ddp.h"
 #include "util/pending.hpp"
 
@@ -27,7 +28,7 @@ struct PeerStatus {
 /// A message a rank sends to all its peers when it stops taking part: it
 /// gave up on a collective (a timeout), was aborted, or is finalizing.
 struct AbortNotice {
-    enum class Reason : uint64_t { gave_up = 0, aborted = 1, finalizing = 2, device_failed = 3 };
+    enum class Reason : uint64_t { gave_up = 0, aborted = 1, finalizing = 2, device_failed = 3, peer_died = 4 };
     int from_rank = -1;
     uint64_t sequence = 0;  ///< the sender's last collective (its number)
     uint64_t kind = 0;      ///< and its CollectiveKind
@@ -93,6 +94,9 @@ public:
     /// Whether a background thread answers peers' questions (so a peer that
     /// does not answer is dead or hung, not merely busy computing).
     virtual bool answers_in_background() const = 0;
+    /// Every rank's process, by rank, as exchanged when the channel started
+    /// (for finding dead peers on this host); empty where unknown.
+    virtual std::vector<ProcessIdentity> processes() const { return {}; }
 
     /// A non-blocking barrier on the control channel: it finishes when
     /// every rank has reached finalize. Only then may MPI be finalized

@@ -20,6 +20,8 @@ constexpr auto hot_spin = std::chrono::microseconds(200);
 constexpr auto control_interval = std::chrono::milliseconds(1);
 // The longest a timeout or stall report waits for peers to say what they do.
 constexpr double answer_wait_s = 1.0;
+// A wait this long looks for dead peers on this host, and as often.
+constexpr auto liveness_interval = std::chrono::milliseconds(100);
 
 std::string seconds_text(double seconds) {
     char text[32];
@@ -38,7 +40,7 @@ Clock::time_point deadline_after(double seconds) {
 
 ControlPlane::ControlPlane(ControlChannel& channel, double timeout_s, double stall_warning_s, double hang_grace_s,
                            size_t flight_recorder_size, std::string flight_recorder_dir, std::string name,
-                           const char* backend_name)
+                           const char* backend_name, double peer_dead_s)
     : channel_(channel),
       name_(std::move(name)),
       prefix_(name_.empty() ? std::string() : name_ + ": "),
@@ -47,7 +49,8 @@ ControlPlane::ControlPlane(ControlChannel& channel, double timeout_s, double sta
                 name_),
       timeout_s_(timeout_s),
       stall_warning_s_(stall_warning_s),
-      watched_(channel.rank(), hang_grace_s) {}
+      watched_(channel.rank(), hang_grace_s),
+      liveness_(channel.processes(), channel.rank(), peer_dead_s) {}
 
 CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s) {
     require_usable();
@@ -71,9 +74,9 @@ void ControlPlane::end(bool failed) {
     in_call_.store(false, std::memory_order_release);
 }
 
-void ControlPlane::record_mismatch(const CallContext& call, const std::string& message) {
+void ControlPlane::record_mismatch(const CallContext& call) {
+    // No dump: the error's message says which rank passed what.
     recorder_.mark(call.sequence, trace::CallState::mismatch);
-    recorder_.dump(message);
 }
 
 PeerStatus ControlPlane::status() const {
@@ -110,6 +113,13 @@ std::optional<std::string> ControlPlane::failure_from_notice(uint64_t sequence) 
         if (sequence < notice->sequence) return std::nullopt;  // an earlier call every rank joined
         return peer + " gave up on " + its_call + " after its timeout and told " + mine +
                "; the communicator is unusable: finalize it and end the job";
+    case AbortNotice::Reason::peer_died: {
+        if (sequence < notice->sequence) return std::nullopt;
+        // On the same host this rank sees the dead peer too, and names it.
+        const std::optional<std::string> dead = liveness_.dead_peer(Clock::now());
+        return peer + " found a dead peer during " + its_call + (dead ? " (" + *dead + ")" : std::string()) +
+               " and told " + mine + "; the communicator is unusable: finalize it and end the job";
+    }
     }
     return peer + " sent an unknown notice; the communicator is unusable";
 }
@@ -132,6 +142,7 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
     const trace::Span span(timeline_, "wait", trace::Row::work, call.sequence);
     const auto start = Clock::now();
     auto next_control = start + control_interval;
+    auto next_liveness = start + liveness_interval;
     for (;;) {
         if (test_or_abandon(pending)) return fail_if_a_peer_gave_up(call);
         const auto now = Clock::now();
@@ -141,6 +152,10 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
             if (auto failure = failure_from_notice(call.sequence)) fail_broken(*failure, std::move(pending));
             if (!call.stall_reported && now >= call.stall_warning_at) report_stall(call);
             next_control = Clock::now() + control_interval;
+        }
+        if (now >= next_liveness) {
+            if (auto dead = liveness_.dead_peer(now)) peer_died(call, std::move(pending), *dead);
+            next_liveness = now + liveness_interval;
         }
         if (now > call.deadline) give_up(call, std::move(pending));
         if (now - start < hot_spin) continue;
@@ -164,7 +179,9 @@ bool ControlPlane::test_or_abandon(std::unique_ptr<Pending>& pending) {
 void ControlPlane::fail_if_a_peer_gave_up(const CallContext& call) {
     channel_.poll_control();
     const std::optional<AbortNotice> notice = channel_.abort_notice();
-    if (notice && notice->reason == AbortNotice::Reason::gave_up && notice->sequence == call.sequence)
+    const bool stopped = notice && (notice->reason == AbortNotice::Reason::gave_up ||
+                                    notice->reason == AbortNotice::Reason::peer_died);
+    if (stopped && notice->sequence == call.sequence)
         fail_broken(*failure_from_notice(call.sequence), nullptr);
 }
 
@@ -180,7 +197,6 @@ void ControlPlane::break_from_device(ddp_status failure, const std::string& mess
     mark_broken("rank " + std::to_string(channel_.rank()) + ": " + message +
                     "; the communicator is unusable: finalize it and end the job",
                 failure);
-    log_line(channel_.rank(), channel_.size(), DDP_LOG_ERROR, message);
     if (on_caller_thread || channel_.allows_concurrent_calls())
         tell_peers(AbortNotice{channel_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::device_failed});
 }
@@ -201,14 +217,25 @@ void ControlPlane::give_up(CallContext& call, std::unique_ptr<Pending> pending) 
     // Peers learn first, so that they stop waiting while this rank asks around.
     tell_peers(AbortNotice{channel_.rank(), call.sequence, static_cast<uint64_t>(call.kind),
                            AbortNotice::Reason::gave_up});
-    recorder_.mark(call.sequence, trace::CallState::timed_out);
     const std::string missing = who_is_missing(call, deadline_after(std::min(answer_wait_s, waited)));
-    const std::string message = call_name(static_cast<uint64_t>(call.kind), call.sequence) + " timed out on rank " +
-                                std::to_string(channel_.rank()) + " after " + seconds_text(waited) + ": " + missing +
-                                ". The communicator is now unusable (its peers were told); a buffer of this "
-                                "call may still be written until the process ends";
-    mark_broken(message);
-    log_line(channel_.rank(), channel_.size(), DDP_LOG_ERROR, prefix_ + message);
+    break_call(call, call_name(static_cast<uint64_t>(call.kind), call.sequence) + " timed out on rank " +
+                   std::to_string(channel_.rank()) + " after " + seconds_text(waited) + ": " + missing);
+}
+
+void ControlPlane::peer_died(CallContext& call, std::unique_ptr<Pending> pending, const std::string& dead) {
+    channel_.abandon(std::move(pending));
+    const double waited = duration<double>(Clock::now() - call.started).count();
+    tell_peers(AbortNotice{channel_.rank(), call.sequence, static_cast<uint64_t>(call.kind),
+                           AbortNotice::Reason::peer_died});
+    break_call(call, call_name(static_cast<uint64_t>(call.kind), call.sequence) + " cannot complete on rank " +
+                   std::to_string(channel_.rank()) + " (it waited " + seconds_text(waited) + "): " + dead);
+}
+
+void ControlPlane::break_call(CallContext& call, const std::string& message) {
+    recorder_.mark(call.sequence, trace::CallState::timed_out);
+    mark_broken(message +
+                ". The communicator is now unusable (its peers were told); a buffer of this call may still be "
+                "written until the process ends");
     fail_broken("", nullptr);
 }
 
@@ -268,7 +295,15 @@ void ControlPlane::mark_broken(const std::string& message, ddp_status status) {
         broken_status_ = status;
         broken_.store(true, std::memory_order_release);
     }
-    recorder_.dump(prefix_ + message);  // once per communicator: what led here
+    // Once per communicator, one line: what broke it and where the flight
+    // recorder (what led here) went.
+    std::string report;
+    try {
+        report = "flight recorder: " + recorder_.dump(prefix_ + message);
+    } catch (const Error& error) {
+        report = "no flight recorder: " + std::string(error.what());
+    }
+    log_line(channel_.rank(), channel_.size(), DDP_LOG_ERROR, prefix_ + message + " (" + report + ")");
 }
 
 }  // namespace ddp

@@ -17,6 +17,7 @@
 #include "control/channel.hpp"
 #include "control/collective_kind.hpp"
 #include "control/hang_watchdog.hpp"
+#include "control/peer_liveness.hpp"
 #include "trace/flight_recorder.hpp"
 #include "trace/timeline.hpp"
 
@@ -53,14 +54,17 @@ public:
     /// `hang_grace_s`: how long past a deadline a thread may stay inside
     /// the transport before the hang watchdog ends the process (0: never).
     /// `flight_recorder_size` calls are kept (0: none); dumps go to
-    /// `flight_recorder_dir` ("": the log). `name` is a sub-communicator's
+    /// `flight_recorder_dir` ("": a folder per job under the temporary
+    /// directory), and when the communicator breaks one log line says why
+    /// and where. `name` is a sub-communicator's
     /// (ddp_comm_split), put before its stall reports and the reason it
     /// broke so that they say which communicator; "" for the world.
     /// `backend_name`: what the flight recorder calls the backend (nullptr:
-    /// the channel's transport).
+    /// the channel's transport). `peer_dead_s`: how long a peer on this host
+    /// may stay stopped before a wait counts it as dead (see PeerLiveness).
     ControlPlane(ControlChannel& channel, double timeout_s, double stall_warning_s, double hang_grace_s,
                  size_t flight_recorder_size = 64, std::string flight_recorder_dir = {}, std::string name = {},
-                 const char* backend_name = nullptr);
+                 const char* backend_name = nullptr, double peer_dead_s = default_peer_dead_s);
     ControlPlane(const ControlPlane&) = delete;
     ControlPlane& operator=(const ControlPlane&) = delete;
 
@@ -113,8 +117,8 @@ public:
     trace::FlightRecorder& flight_recorder() { return recorder_; }
     /// The previous call's duration, carried in the next agreement.
     CarriedDuration& carried_duration() { return carried_duration_; }
-    /// Records that ranks passed different calls and dumps the flight recorder.
-    void record_mismatch(const CallContext& call, const std::string& message);
+    /// Records that ranks passed different calls (the error says how).
+    void record_mismatch(const CallContext& call);
     /// Holds ddp_finalize's wait for its peers to `deadline` (the hang
     /// watchdog) while the scope lives.
     WatchedWaits::Scope watch_finalize(Clock::time_point deadline) {
@@ -123,6 +127,11 @@ public:
 
 private:
     [[noreturn]] void give_up(CallContext& call, std::unique_ptr<Pending> pending);
+    /// As give_up, before the deadline: `dead` says which peer died.
+    [[noreturn]] void peer_died(CallContext& call, std::unique_ptr<Pending> pending, const std::string& dead);
+    /// Ends the call, its operation abandoned and the peers told: marks it in
+    /// the flight recorder and breaks the communicator with `message`.
+    [[noreturn]] void break_call(CallContext& call, const std::string& message);
     /// pending->test(); when it throws, the operation is abandoned first.
     bool test_or_abandon(std::unique_ptr<Pending>& pending);
     /// Throws when a peer gave up on this very call: it may have sent all
@@ -164,6 +173,7 @@ private:
     std::string broken_message_;  // guarded by broken_mutex_
     ddp_status broken_status_ = DDP_ERR_TIMEOUT;  // guarded by broken_mutex_
     WatchedWaits watched_;
+    PeerLiveness liveness_;
     bool watching_call_ = false;  ///< begin() entered watched_ (touched by the calling thread only)
 };
 

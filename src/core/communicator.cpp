@@ -47,7 +47,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, std::unique_ptr
       settings_(settings),
       control_(transport_->channel(), settings.timeout_s, settings.stall_warning_s, settings.hang_grace_s,
                static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir, std::move(name),
-               backend_name()),
+               backend_name(), settings.peer_dead_s),
       gpu_(std::move(gpu)),
       worker_([device = gpu_.device] {
           if (device >= 0) cuda::make_current(device);  // every libddp thread has the rank's GPU current

@@ -52,6 +52,7 @@ Settings resolve_settings(const ddp_init_options& opts) {
         settings.backend = decide_auto(backend_from_environment());
     settings.timeout_s = opts.timeout_s > 0 ? opts.timeout_s : env_seconds("DDP_TIMEOUT_S").value_or(1800.0);
     settings.stall_warning_s = env_seconds("DDP_STALL_WARN_S").value_or(60.0);
+    settings.peer_dead_s = env_seconds("DDP_PEER_DEAD_S").value_or(default_peer_dead_s);
     settings.hang_grace_s = opts.hang_watchdog_s > 0   ? opts.hang_watchdog_s
                             : opts.hang_watchdog_s < 0 ? 0.0
                                                        : hang_grace_from_environment();

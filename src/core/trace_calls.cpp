@@ -5,6 +5,7 @@
 #include "trace/clock_sync.hpp"
 #include "trace/timeline.hpp"
 #include "util/error.hpp"
+#include "util/log.hpp"
 
 namespace ddp {
 
@@ -48,8 +49,11 @@ void stop_timeline(Communicator& comm) {
 }
 
 void dump_flight_recorder(Communicator& comm, const char* path) {
-    const std::string file = path != nullptr ? trace::per_rank_path(path, comm.rank()) : std::string();
-    comm.control().flight_recorder().dump("ddp_dump_flight_recorder", file);
+    // The file as named, "%r" standing for the rank; NULL: the automatic one,
+    // which the log names.
+    const std::string file = path != nullptr ? trace::with_rank(path, comm.rank()) : std::string();
+    const std::string written = comm.control().flight_recorder().dump("ddp_dump_flight_recorder", file);
+    if (path == nullptr) log_line(comm.rank(), comm.size(), DDP_LOG_WARN, "flight recorder written to " + written);
 }
 
 }  // namespace ddp

@@ -2,17 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <ctime>
 #include <vector>
 
 #include "control/collective_kind.hpp"
 #include "ddp/ddp.h"
-#include "util/error.hpp"
-#include "util/log.hpp"
 
 namespace ddp::trace {
 
@@ -76,7 +72,7 @@ FlightRecorder::FlightRecorder(size_t capacity, std::string dir, int rank, int s
                                std::string communicator)
     : capacity_(capacity),
       ring_(std::make_unique<Slot[]>(capacity)),
-      dir_(std::move(dir)),
+      reports_(std::move(dir)),
       rank_(rank),
       size_(size),
       backend_(backend),
@@ -220,32 +216,18 @@ std::string FlightRecorder::json(const std::string& reason) const {
     return out + "]}";
 }
 
-void FlightRecorder::dump(const std::string& reason, const std::string& file) const {
-    const std::string text = json(reason);
-    const bool on_demand = !file.empty();
-    // A sub-communicator's automatic file carries its name, so that it
-    // does not overwrite the world's: letters and digits kept, the rest '_'.
+std::string FlightRecorder::dump(const std::string& reason, const std::string& file) const {
+    if (!file.empty()) {
+        write_file(file, json(reason));
+        return file;
+    }
+    // A sub-communicator's file carries its name, so that it does not
+    // overwrite the world's: letters and digits kept, the rest '_'.
     std::string tag;
     for (char c : communicator_) tag += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-    const std::string target =
-        on_demand ? file
-                  : (dir_.empty() ? std::string()
-                                  : dir_ + "/ddp-flight-recorder." + (tag.empty() ? "" : tag + ".") + "rank" +
-                                        std::to_string(rank_) + ".json");
-    if (!target.empty()) {
-        if (std::FILE* out = std::fopen(target.c_str(), "w")) {
-            const bool written = std::fputs(text.c_str(), out) >= 0 && std::fputc('\n', out) != EOF;
-            if (std::fclose(out) == 0 && written) {
-                if (!on_demand)
-                    log_line(rank_, size_, DDP_LOG_WARN, "flight recorder written to " + target + " (" + reason + ")");
-                return;
-            }
-        }
-        const std::string why = "cannot write the flight recorder to '" + target + "': " + std::strerror(errno);
-        if (on_demand) fail(DDP_ERR_INVALID_ARGUMENT, why);
-        log_line(rank_, size_, DDP_LOG_WARN, why);
-    }
-    log_line(rank_, size_, DDP_LOG_WARN, "flight recorder: " + text);
+    return reports_.write("ddp-flight-recorder." + (tag.empty() ? "" : tag + ".") + "rank" + std::to_string(rank_) +
+                              ".json",
+                          json(reason));
 }
 
 }  // namespace ddp::trace

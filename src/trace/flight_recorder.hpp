@@ -1,15 +1,18 @@
 // A communicator's flight recorder: the last N collectives (kind, sequence
 // number, sizes, description hash, times entered, agreed and finished, and
-// state), always on, written by every rank on a timeout, a mismatch or an
-// abort, or on demand (ddp_dump_flight_recorder). scripts/ddp-trace explain
-// reads every rank's dump and names the rank that is behind, or the call
-// that first differs.
+// state), always on, written by every rank into a file of its own when the
+// communicator breaks (a timeout, a dead peer, an abort, a GPU failure), or
+// on demand (ddp_dump_flight_recorder). scripts/ddp-trace explain reads
+// every rank's dump and names the rank that is behind, or the call that
+// first differs.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "trace/report_files.hpp"
 
 namespace ddp::trace {
 
@@ -27,7 +30,8 @@ struct CallSummary {
 
 class FlightRecorder {
 public:
-    /// `capacity` 0 turns it off. `dir`: where dumps go ("" : the log).
+    /// `capacity` 0 turns it off. `dir`: where automatic dumps go
+    /// (DDP_FLIGHT_RECORDER_DIR; "": the default, see ReportDir).
     /// `communicator`: a sub-communicator's name, recorded in the dump and
     /// in its automatic file's name ("" for the world).
     FlightRecorder(size_t capacity, std::string dir, int rank, int size, const char* backend,
@@ -42,11 +46,11 @@ public:
 
     /// The dump as one line of JSON.
     std::string json(const std::string& reason) const;
-    /// Writes the dump to `file`, or ("") to DDP_FLIGHT_RECORDER_DIR's file,
-    /// or to the log when that is unset. Throws DDP_ERR_INVALID_ARGUMENT
-    /// when `file` cannot be written; an automatic dump that cannot be
-    /// written is logged instead.
-    void dump(const std::string& reason, const std::string& file = {}) const;
+    /// Writes the dump to `file`, or ("") to this rank's file in the
+    /// automatic folder (ddp-flight-recorder.[COMMUNICATOR.]rankR.json), and
+    /// returns the file's path. Throws DDP_ERR_INVALID_ARGUMENT saying why
+    /// when it cannot be written.
+    std::string dump(const std::string& reason, const std::string& file = {}) const;
 
 private:
     /// One call, as a dump reads it.
@@ -76,7 +80,7 @@ private:
 
     size_t capacity_;
     std::unique_ptr<Slot[]> ring_;  // slot = sequence % capacity_
-    std::string dir_;
+    ReportDir reports_;
     int rank_, size_;
     const char* backend_;
     std::string communicator_;

@@ -106,13 +106,16 @@ std::string names_json(std::span<const char* const> names) {
     return names_json(names, all);
 }
 
-std::string per_rank_path(const std::string& path, int rank) {
+std::string with_rank(const std::string& path, int rank) {
     const std::string r = std::to_string(rank);
-    if (const size_t at = path.find("%r"); at != std::string::npos) {
-        std::string out = path;
-        for (size_t p = at; p != std::string::npos; p = out.find("%r", p + r.size())) out.replace(p, 2, r);
-        return out;
-    }
+    std::string out = path;
+    for (size_t p = out.find("%r"); p != std::string::npos; p = out.find("%r", p + r.size())) out.replace(p, 2, r);
+    return out;
+}
+
+std::string per_rank_path(const std::string& path, int rank) {
+    if (path.find("%r") != std::string::npos) return with_rank(path, rank);
+    const std::string r = std::to_string(rank);
     const std::string suffix = ".json";
     if (path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0)
         return path.substr(0, path.size() - suffix.size()) + ".rank" + r + suffix;

@@ -138,8 +138,11 @@ private:
 void instant(Timeline& timeline, const char* name, Row row, uint64_t sequence, int64_t index,
              const char* index_name, std::string names = {});
 
-/// This rank's file for a user's path: "%r" replaced by the rank, else
-/// ".rankR" before a final ".json", else ".rankR.json" appended.
+/// `path` with every "%r" replaced by `rank`.
+std::string with_rank(const std::string& path, int rank);
+
+/// This rank's timeline file for a user's path: "%r" replaced by the rank,
+/// else ".rankR" before a final ".json", else ".rankR.json" appended.
 std::string per_rank_path(const std::string& path, int rank);
 
 }  // namespace ddp::trace

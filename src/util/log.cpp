@@ -1,5 +1,7 @@
 #include "util/log.hpp"
 
+#include "util/host_callback.h"
+
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -82,7 +84,7 @@ void log_line(int rank, int size, int level, const std::string& message) {
                        timestamp() + "] " + message;
     std::lock_guard lock(log_mutex);
     if (log_callback != nullptr)
-        log_callback(level, line.c_str(), log_callback_user);
+        ddp_call_host_log_callback(log_callback, level, line.c_str(), log_callback_user);
     else
         write_whole_line(line);
 }

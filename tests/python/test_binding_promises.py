@@ -313,3 +313,57 @@ def test_tracebacks_name_the_public_exception_classes(tmp_path):
     assert "ddp._ffi" not in result.stderr, result.stderr
     for error in [ddp.DDPError] + ddp.DDPError.__subclasses__():
         assert error.__module__ == "ddp" and getattr(ddp, error.__name__) is error, error
+
+
+FAILURES = {
+    # what the script does -> (its source, its exit status)
+    "caught mismatch": ("""
+        try:
+            comm.allreduce([np.ones(3 + comm.rank)])
+        except ddp.MismatchError:
+            pass
+        comm.allreduce([np.ones(3)])
+    """, 0),
+    "uncaught mismatch": ("""
+        comm.allreduce([np.ones(3 + comm.rank)])
+    """, 1),
+    "timeout": ("""
+        if comm.rank == 1:
+            time.sleep(3)
+        try:
+            comm.barrier(timeout=1)
+        except ddp.TimeoutError:
+            pass
+    """, 0),
+}
+
+
+@pytest.mark.parametrize("failure", FAILURES)
+def test_a_failure_puts_at_most_one_short_line_per_rank_in_the_log(tmp_path, failure):
+    """After 60 good calls, a caught mismatch logs nothing (its message says
+    it all); an uncaught one or a timeout logs one line per rank, naming the
+    flight recorder's file, which holds the dump: no JSON in the log."""
+    source, status = FAILURES[failure]
+    reports = tmp_path / "reports"
+    result = run_script(tmp_path, textwrap.dedent("""
+        import time
+        import numpy as np
+        import ddp
+        comm = ddp.init(timeout=600)
+        for _ in range(60):
+            comm.allreduce([np.ones(3)])
+    """) + textwrap.dedent(source), ranks=2,
+                        environment={**MPIRUN_ENVIRONMENT, "DDP_FLIGHT_RECORDER_DIR": str(reports)})
+    assert (result.returncode != 0) == (status != 0), result.stderr
+    logged = {rank: [line for line in result.stderr.splitlines() if line.startswith(f"[ddp {rank}/2 ")]
+              for rank in (0, 1)}
+    for rank, lines in logged.items():
+        assert len(lines) <= 1 and sum(map(len, lines)) <= 400, lines
+        assert "{" not in "".join(lines), lines
+        if failure == "caught mismatch":
+            assert lines == [] and not reports.exists(), result.stderr
+        elif lines:
+            dump = reports / f"ddp-flight-recorder.rank{rank}.json"
+            assert f"(flight recorder: {dump})" in lines[0] and dump.exists(), lines
+    if failure != "caught mismatch":
+        assert sum(map(len, logged.values())) >= 1, result.stderr  # the rank that broke says so

@@ -12,7 +12,9 @@ The criterion, read from the built library's dynamic section and symbols:
     (atexit, finalize, thread_atexit_impl: versioned GLIBC_*) and the weak
     transactional-memory hooks (`_ITM_*`, `_ZGTt*`) that only libitm defines
     and that no throw reaches;
-  - no symbol versioned by libstdc++ or libgcc (GLIBCXX_*, CXXABI_*, GCC_*).
+  - no symbol versioned by libstdc++ or libgcc (GLIBCXX_*, CXXABI_*, GCC_*);
+  - none of that machinery exported, where the host could bind to libddp's
+    copy instead of its own.
 
   check_private_runtime.py LIBDDP
 """
@@ -43,6 +45,8 @@ def problems(library):
         plain = name.split("@")[0]
         if RUNTIME_VERSIONS.search(name):
             found.append(f"{name}: bound to the shared C++ runtime or libgcc_s by its version")
+        elif section != "UND" and binding != "LOCAL" and MACHINERY.match(plain):
+            found.append(f"{name}: exported, so the host may bind to libddp's copy")
         elif section == "UND" and MACHINERY.match(plain):
             glibc = re.search(r"@+GLIBC_", name) is not None
             hook = binding == "WEAK" and ALLOWED_WEAK_HOOKS.match(plain)

@@ -10,6 +10,7 @@ CHECK is one of the functions named in CHECKS below.
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import tempfile
@@ -158,8 +159,12 @@ def explained(ddp_trace, files):
 
 
 def forced_timeout(script, ddp_trace, folder):
-    run(script, "timeout", env={"DDP_TIMEOUT_S": "1", "DDP_FLIGHT_RECORDER_DIR": str(folder)})
+    result = run(script, "timeout", env={"DDP_TIMEOUT_S": "1", "DDP_FLIGHT_RECORDER_DIR": str(folder)})
     dumps = [folder / f"ddp-flight-recorder.rank{r}.json" for r in range(RANKS)]
+    # The log: one line per rank that broke, naming its dump; no JSON.
+    lines = [line for line in result.stderr.splitlines() if line.startswith("[ddp ")]
+    assert len(lines) <= RANKS and "{" not in result.stderr, result.stderr
+    assert f"(flight recorder: {dumps[0]})" in result.stderr, result.stderr
     states = {r: json.loads(d.read_text())["calls"][-1]["state"] for r, d in enumerate(dumps)}
     assert states[0] == "timed out", states
     sentence = explained(ddp_trace, dumps)
@@ -203,11 +208,17 @@ def on_demand(script, ddp_trace, folder):
             [(1, "allreduce", "finished"), (2, "broadcast", "finished"), (3, "barrier", "finished")], content
         assert content["calls"][0]["tensors"] == 1 and content["calls"][0]["bytes"] == 4
     assert explained(ddp_trace, dumps).startswith("All 2 ranks ran the same calls up to #3 (barrier)")
-    # Without DDP_FLIGHT_RECORDER_DIR, ddp_dump_flight_recorder(NULL) logs it: the tool reads logs too.
-    log = folder / "stderr.log"
-    log.write_text(result.stderr)
-    assert len(re.findall(r"flight recorder: \{", result.stderr)) == RANKS
-    assert explained(ddp_trace, [log]).startswith("All 2 ranks ran the same calls up to #3")
+    # Without DDP_FLIGHT_RECORDER_DIR, ddp_dump_flight_recorder(NULL) writes into the job's own
+    # folder under the temporary directory (mode 0700, files 0600) and the log names the file.
+    written = [Path(p) for p in re.findall(r"flight recorder written to (\S+)", result.stderr)]
+    assert len(written) == RANKS and len({p.parent for p in written}) == 1, result.stderr
+    job = written[0].parent
+    assert job.parent == Path(os.environ.get("TMPDIR", "/tmp")) / f"ddp-{os.geteuid()}", job
+    assert stat.S_IMODE(job.stat().st_mode) == 0o700 and stat.S_IMODE(job.parent.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in written)
+    assert explained(ddp_trace, [job]).startswith("All 2 ranks ran the same calls up to #3")  # the folder
+    for path in written:
+        path.unlink()
 
 
 def bad_path(script, ddp_trace, folder):

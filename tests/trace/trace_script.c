@@ -100,6 +100,17 @@ static int mismatch(ddp_comm* world, int rank) {
     for (i = 0; i < 3; ++i) t[i] = f32(&values[i], 1);
     for (i = 0; i < 2; ++i) EXPECT(ddp_allreduce_tensor_list(world, t, 3, DDP_OP_SUM, NULL), DDP_OK);
     EXPECT(ddp_allreduce_tensor_list(world, t, rank == 0 ? 3 : 2, DDP_OP_SUM, NULL), DDP_ERR_MISMATCH);
+    /* The error's message says what differed: no automatic dump. */
+    {
+        char automatic[4096];
+        snprintf(automatic, sizeof automatic, "%s/ddp-flight-recorder.rank%d.json",
+                 getenv("DDP_FLIGHT_RECORDER_DIR"), rank);
+        if (access(automatic, F_OK) == 0) {
+            fprintf(stderr, "a mismatch dumped the flight recorder to %s\n", automatic);
+            return 1;
+        }
+    }
+    EXPECT(ddp_dump_flight_recorder(world, NULL), DDP_OK); /* on demand: into that folder */
     return 0;
 }
 
@@ -121,9 +132,9 @@ static int dump(ddp_comm* world, const char* path) {
     EXPECT(ddp_broadcast_tensor_list(world, &t, 1, 0, NULL), DDP_OK);
     EXPECT(ddp_barrier(world, NULL), DDP_OK);
     EXPECT(ddp_dump_flight_recorder(world, path), DDP_OK);
-    EXPECT(ddp_dump_flight_recorder(world, NULL), DDP_OK); /* DDP_FLIGHT_RECORDER_DIR unset: the log */
+    EXPECT(ddp_dump_flight_recorder(world, NULL), DDP_OK); /* DDP_FLIGHT_RECORDER_DIR unset: the job's folder */
     EXPECT(ddp_dump_flight_recorder(world, "/nonexistent-folder/x.json"), DDP_ERR_INVALID_ARGUMENT);
-    if (!strstr(ddp_last_error_message(), "/nonexistent-folder/x.rank")) {
+    if (!strstr(ddp_last_error_message(), "'/nonexistent-folder/x.json'")) { /* the name as given */
         fprintf(stderr, "the message does not name the file: %s\n", ddp_last_error_message());
         return 1;
     }

@@ -72,7 +72,12 @@ close(reducer)
 A rank that marks a different set of gradients, or passes a bad argument, makes every
 rank's `wait` throw a `DDPError` (`DDP_ERR_MISMATCH` naming it), never a hang.
 `close(reducer)` finishes a step left open (collective, as `wait`) and ends the reducer;
-its arrays stay readable, and the buckets are freed when the last of them is garbage.
+its arrays stay readable, and the buckets are freed when the last of them is garbage
+(the garbage collector does not see their size: `GC.gc()` frees them sooner). Between a
+`mark_ready!` and its `wait` the communicator runs no other collective, so a reducer
+dropped mid-step (an exception between them) leaves the communicator refusing every
+collective until `DDP.Finalize()`: use the `do` form, `DDP.Reducer(like) do reducer
+... end`, which ends such a step as failed.
 """
 mutable struct Reducer
     buckets::Buckets
@@ -160,8 +165,8 @@ function mark_ready!(reducer::Reducer, gradient)
     buckets = live_buckets(reducer)
     index = gradient_index(reducer, gradient)
     index isa String && fail_step(reducer, index)
-    buckets.step_open = true
     check(LibDDP.ddp_reducer_mark_ready(buckets.handle, index - 1))
+    buckets.step_open = true
     reducer.marked[index] = true
     return reducer
 end
@@ -226,9 +231,38 @@ twice does nothing.
 """
 function Base.close(reducer::Reducer)
     reducer.closed && return nothing
-    reducer.buckets.step_open && wait(reducer)
-    reducer.closed = true
+    try
+        reducer.buckets.step_open && wait(reducer)
+    finally
+        reducer.closed = true  # also when that wait threw: closing twice does nothing
+    end
     return nothing
+end
+
+"""
+    DDP.Reducer(f, like; kwargs...)
+
+Calls `f(reducer)` and closes the reducer afterwards, also when `f` throws. A step
+that `f` leaves open by throwing between `mark_ready!` and `wait` is ended as failed
+on this rank first (the peers' `wait` throws, naming this rank), so the communicator
+stays usable: without that, an open step makes libddp refuse every other collective
+on the communicator until `DDP.Finalize()`.
+"""
+function Reducer(f::Function, like; kwargs...)
+    reducer = Reducer(like; kwargs...)
+    try
+        return f(reducer)
+    catch
+        buckets = reducer.buckets
+        if buckets.step_open && !reducer.closed
+            LibDDP.ddp_reducer_fail_step(buckets.handle, "rank $(local_rank(reducer.comm)) threw during the step")
+            buckets.step_open = false
+            fill!(reducer.marked, false)
+        end
+        rethrow()
+    finally
+        close(reducer)
+    end
 end
 
 Base.isopen(reducer::Reducer) = !reducer.closed

@@ -37,9 +37,10 @@ end
     dump_flight_recorder(path = nothing; comm = DDP.world())
 
 Writes this rank's flight recorder (its last collectives: kind, sequence number,
-sizes, times and state) to `path` (named per rank as for [`timeline`]), or, with
-`nothing`, where libddp's automatic dumps go (`DDP_FLIGHT_RECORDER_DIR`, else the
-log). Local.
+sizes, times and state) to `path` as given, every `%r` in it replaced by the rank
+(`"fr.%r.json"`: a file per rank), or, with `nothing`, where libddp's automatic dumps
+go (`DDP_FLIGHT_RECORDER_DIR`, else a folder per job under the temporary directory;
+the log names the file). Local.
 """
 function dump_flight_recorder(path::Union{Nothing, AbstractString} = nothing; comm::Communicator = world())
     check(LibDDP.ddp_dump_flight_recorder(comm.handle, something(path, C_NULL)))

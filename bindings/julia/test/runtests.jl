@@ -685,6 +685,30 @@ testset("DDP.Reducer: a bad mark or registration on one rank fails every peer at
     end
 end
 
+testset("DDP.Reducer's do form: an exception mid-step on one rank leaves the communicator usable") do
+    bad = n - 1
+    started = time()
+    caught = try
+        DDP.Reducer([zeros(Float32, 2), zeros(Float32, 3)]) do reducer
+            gs = DDP.gradients(reducer)
+            DDP.mark_ready!(reducer, gs[1])
+            rank == bad && throw(ArgumentError("a bad batch on rank $bad"))
+            DDP.mark_ready!(reducer, gs[2])
+            wait(reducer)
+        end
+    catch thrown
+        thrown
+    end
+    @test time() - started < 30
+    if rank == bad
+        @test caught isa ArgumentError
+    else
+        @test caught isa DDPError && caught.status == LibDDP.DDP_ERR_MISMATCH
+        @test occursin("rank $bad threw during the step", caught.message)
+    end
+    @test sums_over(DDP.world(), 0:n-1)                  # no step left open
+end
+
 testset("Finalize") do
     sub = DDP.split(DDP.world(), 0)
     DDP.Finalize()

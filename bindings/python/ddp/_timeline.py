@@ -53,8 +53,10 @@ def timeline(path, comm=None):
 
 def dump_flight_recorder(path=None, comm=None):
     """Writes this rank's flight recorder (its last collectives, with their
-    sequence numbers, sizes, times and states) to `path` ("%r" or ".rankR"
-    as for timeline), or with None where automatic dumps go
-    (DDP_FLIGHT_RECORDER_DIR, else the log). Local."""
+    sequence numbers, sizes, times and states) to `path` as given, every
+    "%r" in it replaced by the rank ("fr.%r.json": a file per rank), or
+    with None where automatic dumps go (DDP_FLIGHT_RECORDER_DIR, else a
+    folder per job under the temporary directory; the log names the file).
+    Local."""
     comm = comm if comm is not None else current_world()
     _ffi.ddp_dump_flight_recorder(comm._handle, None if path is None else _checked_path(path, "path"))

@@ -520,6 +520,7 @@ public:
     }
 
     bool answers_in_background() const override { return responder_.joinable(); }
+    std::vector<ProcessIdentity> processes() const override { return processes_; }
 
     std::unique_ptr<Pending> start_finalize_barrier() override {
         std::lock_guard lock(control_mutex_);
@@ -595,6 +596,13 @@ private:
         MPI_Group_free(&node_group);
         MPI_Group_free(&group);
         MPI_Comm_free(&node);
+        // Every rank's process, for finding dead peers on this host.
+        const ProcessIdentity me = this_process();
+        const uint64_t mine[3] = {me.pid, me.start_ticks, me.host_key};
+        std::vector<uint64_t> all(3 * static_cast<size_t>(size_));
+        check(MPI_Allgather(mine, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, control_), "MPI_Allgather");
+        processes_.resize(static_cast<size_t>(size_));
+        for (size_t r = 0; r < processes_.size(); ++r) processes_[r] = {all[3 * r], all[3 * r + 1], all[3 * r + 2]};
         user_ops_ = std::make_unique<UserOps>();
         heard_.assign(static_cast<size_t>(size_), Clock::time_point::min());
         post_control_receives();
@@ -651,6 +659,7 @@ private:
     std::atomic<bool> has_notice_{false};
     uint64_t nonce_ = 0;
     std::vector<Clock::time_point> heard_;  ///< per peer; min(): never
+    std::vector<ProcessIdentity> processes_;  ///< by rank, from set_up
     std::vector<std::unique_ptr<Pending>> abandoned_;
 
     std::mutex responder_mutex_;

@@ -1,0 +1,124 @@
+"""A peer that dies mid-collective is found in seconds on one node, whatever
+the timeout (issue 34): its process is looked up in /proc while a wait lasts
+(src/control/peer_liveness.cpp). Each case runs 2 or 3 ranks under mpirun
+told not to end the job when a rank dies, with the communicator's timeout at
+1,800 s: every survivor must raise within 5 s, naming the rank. A rank that
+is alive but slow (computing for longer than the bound) is never called
+dead."""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import ROOT  # noqa: F401 (the package under test comes from conftest's path)
+
+ENVIRONMENT = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+               "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+# Survivors: how long after the death they may take to raise.
+BOUND_S = 5.0
+
+PROLOGUE = """
+    import os, signal, sys, time
+    import numpy as np
+    import ddp
+    comm = ddp.init(timeout=1800)
+    last = comm.size - 1
+    pids = comm.allgather(np.array([os.getpid()]))   # every rank's pid, for the test itself
+    for _ in range(5):
+        comm.allreduce([np.ones(1000)])
+"""
+
+# How the last rank dies mid-step, while the others wait in a collective.
+DEATHS = {
+    "_exit": "os._exit(3)",
+    "SIGKILL": "os.kill(os.getpid(), signal.SIGKILL)",
+}
+
+
+def run(tmp_path, body, ranks=2, transport=()):
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(PROLOGUE) + textwrap.dedent(body))
+    command = ["mpirun", "--mca", "orte_abort_on_non_zero_status", "0", *transport, "-np", str(ranks),
+               sys.executable, str(script)]
+    started = time.monotonic()
+    result = subprocess.run(command, env=ENVIRONMENT, capture_output=True, text=True, timeout=120)
+    return result, time.monotonic() - started
+
+
+def survivors_report(result, ranks):
+    lines = [line for line in result.stdout.splitlines() if line.startswith("survivor")]
+    assert len(lines) == ranks - 1, result.stdout + result.stderr[-3000:]
+    return lines
+
+
+@pytest.mark.parametrize("transport", [(), ("--mca", "btl", "self,tcp")], ids=["shm", "tcp"])
+@pytest.mark.parametrize("death", DEATHS)
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_a_rank_that_dies_mid_collective_fails_every_survivor_within_seconds(tmp_path, death, ranks, transport):
+    result, _ = run(tmp_path, f"""
+        if comm.rank == last:
+            {DEATHS[death]}
+        started = time.monotonic()
+        try:
+            comm.allreduce([np.ones(1 << 20)])
+            print("survivor", comm.rank, "finished: wrong", flush=True)
+        except ddp.TimeoutError as error:
+            print("survivor", comm.rank, "raised after", round(time.monotonic() - started, 2), "s:", error,
+                  flush=True)
+    """, ranks=ranks, transport=transport)
+    for line in survivors_report(result, ranks):
+        assert "raised after" in line, line
+        assert float(line.split("raised after ")[1].split(" s")[0]) < BOUND_S, line
+        # The survivor that found it names the rank, its pid and host; one told by it says so.
+        dead = f"rank {ranks - 1} (pid "
+        assert (dead in line and " exited" in line) or "found a dead peer" in line, line
+
+
+def test_a_stopped_rank_counts_as_dead_and_fails_at_once_when_continued(tmp_path):
+    """Rank 1 stops itself (SIGSTOP) in a step: rank 0 raises within the bound
+    (DDP_PEER_DEAD_S, 4 s by default), then continues rank 1 (SIGCONT), whose
+    next call fails at once instead of waiting."""
+    result, _ = run(tmp_path, """
+        if comm.rank == 1:
+            os.kill(os.getpid(), signal.SIGSTOP)
+            started = time.monotonic()
+            try:
+                comm.allreduce([np.ones(3)])
+                print("continued rank finished: wrong", flush=True)
+            except ddp.DDPError as error:
+                print("continued rank raised after", round(time.monotonic() - started, 2), "s:", error,
+                      flush=True)
+            sys.exit(0)
+        started = time.monotonic()
+        try:
+            comm.allreduce([np.ones(3)])
+        except ddp.TimeoutError as error:
+            print("survivor", comm.rank, "raised after", round(time.monotonic() - started, 2), "s:", error,
+                  flush=True)
+        os.kill(int(pids[1]), signal.SIGCONT)
+    """)
+    line = survivors_report(result, 2)[0]
+    assert "has been stopped" in line and "rank 1 (pid" in line, line
+    assert float(line.split("raised after ")[1].split(" s")[0]) < 4 + BOUND_S, line
+    continued = [l for l in result.stdout.splitlines() if l.startswith("continued rank")]
+    assert continued and "raised after" in continued[0], result.stdout + result.stderr[-2000:]
+    assert float(continued[0].split("raised after ")[1].split(" s")[0]) < 1.0, continued[0]
+    assert "rank 0 found a dead peer" in continued[0], continued[0]
+
+
+def test_a_rank_computing_longer_than_the_bound_is_not_called_dead(tmp_path):
+    """Rank 1 computes (all of its core) for 8 s, twice the bound, before
+    joining: rank 0 waits and the call completes on both."""
+    result, _ = run(tmp_path, """
+        if comm.rank == 1:
+            end = time.monotonic() + 8
+            while time.monotonic() < end:
+                sum(range(10000))
+        out = comm.allreduce([np.ones(3)])
+        print("survivor" if comm.rank == 0 else "other", comm.rank, "finished with", out[0][0], flush=True)
+    """)
+    line = survivors_report(result, 2)[0]
+    assert "finished with 2.0" in line, result.stdout + result.stderr[-2000:]
