@@ -2,7 +2,7 @@
 // (nccl_standin.c) loaded through DDP_NCCL_LIBRARY as libddp loads the real
 // one: loading checks, a setup that never completes, a setup error, an
 // asynchronous error caught by the watchdog. No GPU is used, and nothing
-// here shows that data moves on a GPU (scripts/gpu-tests does that).
+// here shows that data moves on a GPU (scripts/gpu-proof does that).
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
