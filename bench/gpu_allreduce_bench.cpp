@@ -243,6 +243,11 @@ int main(int argc, char** argv) {
     const char* backend = "";
     ddp_backend_name(world, &backend);
     const bool nccl = std::string(backend) == "nccl";
+    int gpus = 0;
+    if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+        std::fprintf(stderr, "rank %d: no GPU here: nothing to measure\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, "cudaStreamCreate");
     if (nccl) {  // raw NCCL beside libddp's, on the same ranks
         ncclUniqueId id;

@@ -5,6 +5,7 @@
 #include "api/boundary.hpp"
 #include "api/validate.hpp"
 #include "core/async_dispatch.hpp"
+#include "device/cuda/cuda.hpp"
 
 using namespace ddp;
 
@@ -32,6 +33,8 @@ DDP_API ddp_status ddp_request_stream_wait(ddp_request* request, void* cuda_stre
             throw_if_failed(*request->state);
             return;
         }
+        // NULL and the per-thread stream name a stream of the current device: the communicator's.
+        const cuda::DeviceScope on_device(request->device);
         request->event->make_wait(cuda_stream);
         if (request->state->done()) throw_if_failed(*request->state);
     });

@@ -25,7 +25,7 @@ Request start_on_gpu(Communicator& comm, CollectiveCall& call) {
         if (error.status() == DDP_ERR_INVALID_ARGUMENT) throw;  // another thread is inside: refused, as in submit
         call.gpu_request->state->complete(error.status(), error.what());
     }
-    return Request{call.gpu_request->state, call.gpu_request->event};
+    return Request{call.gpu_request->state, call.gpu_request->event, comm.device()};
 }
 
 /// An async call on the communicator's background thread. Device buffers
@@ -71,6 +71,7 @@ Request start_in_background(Communicator& comm, CollectiveCall call) {
             timeline.record(std::move(queued));
         }
         if (reached) {
+            const cuda::DeviceScope on_device(comm.device());  // this thread has no GPU current of its own
             call.stream = comm.own_stream();
             reached->make_wait(call.stream);
         }

@@ -70,7 +70,6 @@ void AsyncWorker::loop() {
         ddp_status status = DDP_OK;
         std::string message;
         try {
-            if (before_each_job_) before_each_job_();
             job.run();
         } catch (...) {
             status = status_of_exception(std::current_exception(), message);

@@ -32,9 +32,7 @@ private:
 
 class AsyncWorker {
 public:
-    /// `before_each_job` runs on the worker's thread before every job (it
-    /// makes the rank's GPU current); its error fails that job.
-    explicit AsyncWorker(std::function<void()> before_each_job = {}) : before_each_job_(std::move(before_each_job)) {}
+    AsyncWorker() = default;
     ~AsyncWorker();
     AsyncWorker(const AsyncWorker&) = delete;
     AsyncWorker& operator=(const AsyncWorker&) = delete;
@@ -53,7 +51,6 @@ private:
     };
     void loop();
 
-    std::function<void()> before_each_job_;
     std::mutex mutex_;
     std::condition_variable changed_;
     std::deque<Job> queue_;

@@ -48,10 +48,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, std::unique_ptr
       control_(transport_->channel(), settings.timeout_s, settings.stall_warning_s, settings.hang_grace_s,
                static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir, std::move(name),
                backend_name(), settings.peer_dead_s),
-      gpu_(std::move(gpu)),
-      worker_([device = gpu_.device] {
-          if (device >= 0) cuda::make_current(device);  // every libddp thread has the rank's GPU current
-      }) {
+      gpu_(std::move(gpu)) {
     channel().start_control([this] { return control_.status(); });
     // Agreement's rounds take the first faster route a plane in front offers.
     for (const auto& plane : planes_in_front_)

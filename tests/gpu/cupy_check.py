@@ -1,4 +1,4 @@
-"""CuPy arrays through the Python package on a GPU, run by scripts/gpu-tests
+"""CuPy arrays through the Python package on a GPU, run by scripts/gpu-proof
 (alone, or under mpirun): every rank allreduces, broadcasts and checks CuPy
 arrays on a stream of its own, blocking and async, and compares with the
 values computed on the host. Exits non-zero on any difference."""

@@ -11,12 +11,21 @@
  * At run time NCCL_STANDIN_MODE picks the behaviour: "ok" (default),
  * "setup_hangs" (the communicator stays in progress), "setup_fails",
  * "async_error" (setup succeeds, then an asynchronous error is reported),
- * "split_hangs" (a communicator from ncclCommSplit stays in progress),
- * "split_fails" (it reports an error), "split_refused" (ncclCommSplit
- * itself returns an error). */
+ * "split_hangs" (ncclCommSplit never finishes until the parent is
+ * aborted), "split_fails" (the new communicator reports an error),
+ * "split_refused" (ncclCommSplit itself returns an error).
+ *
+ * ncclCommSplit behaves as NCCL's non-blocking split does: it returns
+ * ncclInProgress with the new handle still NULL, and a thread of its own
+ * stores the handle when the split's job ends (the parent is in progress
+ * until then); aborting the parent ends the job, which stores the handle
+ * it made, and returns once it has. */
 #include <nccl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifndef STANDIN_VERSION
 #define STANDIN_VERSION 22809
@@ -28,6 +37,48 @@ static char last_error[256] = "";
 
 /* How many communicators were aborted; for the tests (found by dlsym). */
 int standin_abort_count(void) { return aborts; }
+
+/* The handle ncclCommSplit gives, told apart from setup's (and found by the tests). */
+int standin_split_comm = 0;
+static int split_aborts = 0;
+
+/* How many aborts were of a communicator from ncclCommSplit. */
+int standin_split_abort_count(void) { return split_aborts; }
+
+/* The split's job: NCCL's own thread, which stores the new handle. */
+static pthread_t split_thread;
+static int split_thread_started = 0;
+static atomic_int split_pending = 0; /* the parent is in progress until the job ends */
+static atomic_int parent_aborted = 0;
+
+#ifndef STANDIN_WITHOUT_SPLIT
+static ncclComm_t* split_out = NULL;
+static int split_color = 0;
+
+static void pause_ms(long ms) {
+    struct timespec wait = {0, ms * 1000000L};
+    nanosleep(&wait, NULL);
+}
+
+static const char* mode(void);
+
+static void* split_job(void* unused) {
+    (void)unused;
+    if (strcmp(mode(), "split_hangs") == 0) {
+        while (!atomic_load(&parent_aborted)) pause_ms(1);
+    } else {
+        pause_ms(20);
+    }
+    *split_out = split_color == NCCL_SPLIT_NOCOLOR ? NULL : (ncclComm_t)(&standin_split_comm);
+    atomic_store(&split_pending, 0); /* after the store: a poll that sees it done sees the handle */
+    return NULL;
+}
+#endif
+
+static void join_split_job(void) {
+    if (split_thread_started) pthread_join(split_thread, NULL);
+    split_thread_started = 0;
+}
 
 static const char* mode(void) {
     const char* value = getenv("NCCL_STANDIN_MODE");
@@ -48,17 +99,15 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
     (void)nranks, (void)id, (void)rank, (void)config;
     polls = 0;
+    atomic_store(&parent_aborted, 0);
     *comm = (ncclComm_t)(&aborts); /* any non-null handle */
     return strcmp(mode(), "ok") == 0 || strcmp(mode(), "async_error") == 0 ? ncclSuccess : ncclInProgress;
 }
 #endif
 
-/* The handle ncclCommSplit gives, told apart from setup's by the tests' modes. */
-static int split_comm = 0;
-
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
     ++polls;
-    if (comm == (ncclComm_t)(&split_comm)) {
+    if (comm == (ncclComm_t)(&standin_split_comm)) {
         if (strcmp(mode(), "split_hangs") == 0) {
             *state = ncclInProgress;
         } else if (strcmp(mode(), "split_fails") == 0) {
@@ -69,7 +118,9 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
         }
         return ncclSuccess;
     }
-    if (strcmp(mode(), "setup_hangs") == 0) {
+    if (atomic_load(&split_pending)) {
+        *state = ncclInProgress;
+    } else if (strcmp(mode(), "setup_hangs") == 0) {
         *state = ncclInProgress;
     } else if (strcmp(mode(), "setup_fails") == 0 || (strcmp(mode(), "async_error") == 0 && polls > 2)) {
         strcpy(last_error, "stand-in: the peer's proxy connection was refused");
@@ -88,16 +139,30 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
         *newcomm = NULL;
         return ncclInvalidUsage;
     }
-    *newcomm = color == NCCL_SPLIT_NOCOLOR ? NULL : (ncclComm_t)(&split_comm);
+    join_split_job();
+    *newcomm = NULL;
+    split_out = newcomm;
+    split_color = color;
+    atomic_store(&split_pending, 1);
+    split_thread_started = pthread_create(&split_thread, NULL, split_job, NULL) == 0;
     return ncclInProgress;
 }
 #endif
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) { (void)comm; return ncclSuccess; }
-ncclResult_t ncclCommDestroy(ncclComm_t comm) { (void)comm; return ncclSuccess; }
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+    if (comm != (ncclComm_t)(&standin_split_comm)) join_split_job();
+    return ncclSuccess;
+}
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
-    (void)comm;
+    if (comm == (ncclComm_t)(&standin_split_comm)) {
+        ++split_aborts;
+    } else {
+        atomic_store(&parent_aborted, 1); /* ends the split's job, which stores its handle */
+        join_split_job();
+    }
     ++aborts;
     return ncclSuccess;
 }

@@ -1,8 +1,8 @@
 // Every collective on device buffers, on a real GPU: whatever backend
 // DDP_BACKEND picks (nccl: on the GPU; mpi: staged through pinned host
-// memory), on 1 to N ranks, for every dtype, op, list shape and stream
-// kind, blocking and async. Run by scripts/gpu-tests; exits 77 (a skip for
-// meson) on a machine without a GPU.
+// memory), on 2 to N ranks, for every dtype, op, list shape and stream
+// kind, blocking and async. Run by scripts/gpu-proof; exits 77 on a
+// machine without a GPU, and refuses one rank (nothing reaches the GPU).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -17,6 +17,7 @@
 #define DDP_EXPERIMENTAL_API
 #endif
 #include "ddp/ddp.h"
+#include "device_values.hpp"
 
 namespace {
 
@@ -26,58 +27,7 @@ int rank = 0, size = 1, device = -1;
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 #define DDP_OK_(call) ASSERT_EQ((call), DDP_OK) << #call << ": " << ddp_last_error_message()
 
-size_t element_size(ddp_dtype dtype) { return (static_cast<unsigned>(dtype) & 0xff) / 8; }
-
-// Small integers: exact in every dtype, so every op's result is exact too.
-double value_of(int on_rank, size_t tensor, size_t element) {
-    return static_cast<double>((on_rank + 1) * ((tensor + element) % 5 + 1));
-}
-
-// The host representation of `value` in `dtype` (f16/bf16 by their bits).
-void store(std::vector<std::byte>& bytes, size_t index, ddp_dtype dtype, double value) {
-    std::byte* at = bytes.data() + index * element_size(dtype);
-    switch (dtype) {
-    case DDP_DTYPE_F32: { const float v = static_cast<float>(value); std::memcpy(at, &v, 4); break; }
-    case DDP_DTYPE_F64: std::memcpy(at, &value, 8); break;
-    case DDP_DTYPE_I32: { const int32_t v = static_cast<int32_t>(value); std::memcpy(at, &v, 4); break; }
-    case DDP_DTYPE_I64: { const int64_t v = static_cast<int64_t>(value); std::memcpy(at, &v, 8); break; }
-    case DDP_DTYPE_I8: { const int8_t v = static_cast<int8_t>(value); std::memcpy(at, &v, 1); break; }
-    case DDP_DTYPE_U8: { const uint8_t v = static_cast<uint8_t>(value); std::memcpy(at, &v, 1); break; }
-    case DDP_DTYPE_BF16: {  // small integers and halves are exact: truncation is exact too
-        const float v = static_cast<float>(value);
-        uint32_t bits;
-        std::memcpy(&bits, &v, 4);
-        const uint16_t half = static_cast<uint16_t>(bits >> 16);
-        std::memcpy(at, &half, 2);
-        break;
-    }
-    case DDP_DTYPE_F16: {  // exact for the small values used here
-        const float v = static_cast<float>(value);
-        uint32_t bits;
-        std::memcpy(&bits, &v, 4);
-        const uint32_t sign = (bits >> 16) & 0x8000, exponent = (bits >> 23) & 0xff, mantissa = bits & 0x7fffff;
-        const uint16_t half = v == 0 ? static_cast<uint16_t>(sign)
-                                     : static_cast<uint16_t>(sign | ((exponent - 112) << 10) | (mantissa >> 13));
-        std::memcpy(at, &half, 2);
-        break;
-    }
-    }
-}
-
-double expected(ddp_op op, size_t tensor, size_t element) {
-    double result = value_of(0, tensor, element);
-    for (int r = 1; r < size; ++r) {
-        const double v = value_of(r, tensor, element);
-        switch (op) {
-        case DDP_OP_SUM:
-        case DDP_OP_AVG: result += v; break;
-        case DDP_OP_MIN: result = std::min(result, v); break;
-        case DDP_OP_MAX: result = std::max(result, v); break;
-        case DDP_OP_PROD: result *= v; break;
-        }
-    }
-    return op == DDP_OP_AVG ? result / size : result;
-}
+double expected(ddp_op op, size_t tensor, size_t element) { return expected_value(op, size, tensor, element); }
 
 /// Device tensors of the given element counts, filled with this rank's values.
 struct DeviceList {
@@ -238,12 +188,9 @@ TEST(GpuErrors, ACapturedStreamAWrongDeviceAndAMixedListAreRefused) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        std::printf("no GPU here: skipped (scripts/gpu-tests runs this on a GPU machine)\n");
-        return 77;
-    }
     ::testing::InitGoogleTest(&argc, argv);
+    // libddp starts first, so that a run without a GPU shows it loads and
+    // starts (nccl: loads NCCL, then names the missing GPU).
     if (ddp_init(nullptr, &world) != DDP_OK) {
         std::fprintf(stderr, "ddp_init: %s\n", ddp_last_error_message());
         return 1;
@@ -253,6 +200,18 @@ int main(int argc, char** argv) {
     ddp_device(world, &device);
     const char* backend = "";
     ddp_backend_name(world, &backend);
+    int count = 0;
+    const cudaError_t counted = cudaGetDeviceCount(&count);
+    if (counted != cudaSuccess || count == 0 || device < 0) {
+        std::printf("no GPU here (%s): nothing to test\n", cudaGetErrorName(counted));
+        ddp_finalize(world);
+        return 77;
+    }
+    if (size == 1) {  // core/collectives.cpp: one rank's results are its inputs, untouched
+        std::printf("one rank: every collective returns before touching the GPU; run 2 or more ranks\n");
+        ddp_finalize(world);
+        return 2;
+    }
     std::printf("rank %d of %d, backend %s, cuda:%d\n", rank, size, backend, device);
     const int failed = RUN_ALL_TESTS();
     // A rank whose tests failed still finalizes with its peers.

@@ -2,7 +2,7 @@
 // (nccl_standin.c) loaded through DDP_NCCL_LIBRARY as libddp loads the real
 // one: loading checks, a setup that never completes, a setup error, an
 // asynchronous error caught by the watchdog. No GPU is used, and nothing
-// here shows that data moves on a GPU (scripts/gpu-tests does that).
+// here shows that data moves on a GPU (scripts/gpu-proof does that).
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
@@ -34,14 +34,17 @@ std::string library(const char* variable) {
     return path != nullptr ? path : "";
 }
 
-int abort_count() {
-    void* handle = dlopen(library("STANDIN").c_str(), RTLD_NOW | RTLD_NOLOAD);
-    if (handle == nullptr) return -1;
-    auto count = reinterpret_cast<int (*)()>(dlsym(handle, "standin_abort_count"));
-    const int value = count != nullptr ? count() : -1;
-    dlclose(handle);
-    return value;
+/// The stand-in, once libddp has loaded it (kept loaded: no dlclose).
+void* standin() { return dlopen(library("STANDIN").c_str(), RTLD_NOW | RTLD_NOLOAD); }
+
+int count_of(const char* counter) {
+    if (standin() == nullptr) return -1;
+    auto count = reinterpret_cast<int (*)()>(dlsym(standin(), counter));
+    return count != nullptr ? count() : -1;
 }
+
+int abort_count() { return count_of("standin_abort_count"); }
+int split_abort_count() { return count_of("standin_split_abort_count"); }
 
 /// The message of the Error that `body` throws with `status`.
 template <typename Body>
@@ -186,44 +189,82 @@ protected:
 };
 
 TEST_F(NcclSplit, AColorGetsACommunicatorAndNoColorGetsNone) {
-    NcclComm sub(*parent, 0, 0, deadline_after(10));
-    EXPECT_NE(sub.get(), nullptr);
-    NcclComm none(*parent, -1, 0, deadline_after(10));
-    EXPECT_EQ(none.get(), nullptr);
+    const auto no_failure = [](ddp_status, const std::string& message) { ADD_FAILURE() << message; };
+    std::unique_ptr<NcclComm> sub = NcclComm::split(*parent, 0, 0, deadline_after(10), no_failure);
+    ASSERT_NE(sub, nullptr);
+    EXPECT_EQ(sub->get(), reinterpret_cast<ncclComm_t>(dlsym(standin(), "standin_split_comm")))
+        << "the handle NCCL stores from its own thread when the split ends";
+    EXPECT_EQ(NcclComm::split(*parent, -1, 0, deadline_after(10), no_failure), nullptr);
     EXPECT_FALSE(parent->aborted());
 }
 
-TEST_F(NcclSplit, ASplitThatNeverCompletesTimesOutAndAbortsIt) {
+/// Aborts of the parent (setup's handle) and of the split's communicator, as
+/// `failing` saw them when it ran: it must run before either.
+struct AbortsSeen {
+    int parent = -1, split = -1;
+};
+
+TEST_F(NcclSplit, ASplitThatNeverCompletesTimesOutThenAbortsTheParentAndTheNewCommunicator) {
     setenv("NCCL_STANDIN_MODE", "split_hangs", 1);
-    const int aborts = abort_count();
+    const int aborts = abort_count(), split_aborts = split_abort_count();
+    AbortsSeen seen;
     const auto start = std::chrono::steady_clock::now();
-    const std::string message = error_of([&] { NcclComm sub(*parent, 0, 3, deadline_after(0.3)); }, DDP_ERR_TIMEOUT);
+    const std::string message = error_of(
+        [&] {
+            NcclComm::split(*parent, 0, 3, deadline_after(0.3), [&](ddp_status status, const std::string&) {
+                EXPECT_EQ(status, DDP_ERR_TIMEOUT);
+                seen = {abort_count(), split_abort_count()};
+            });
+        },
+        DDP_ERR_TIMEOUT);
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_NE(message.find("ncclCommSplit (color 0) did not finish within the timeout"), std::string::npos)
-        << message;
-    EXPECT_NE(message.find("its NCCL communicator was aborted"), std::string::npos) << message;
-    EXPECT_EQ(abort_count(), aborts + 1);
+    EXPECT_NE(message.find("ncclCommSplit (color 0) did not finish"), std::string::npos) << message;
+    EXPECT_NE(message.find("NCCL was aborted"), std::string::npos) << message;
+    EXPECT_EQ(seen.parent, aborts) << "failing ran after an abort";
+    EXPECT_EQ(seen.split, split_aborts);
+    // The parent's abort ended the split's job, which returned the new
+    // communicator (into memory that still lived): it is aborted too.
+    EXPECT_TRUE(parent->aborted());
+    EXPECT_EQ(split_abort_count(), split_aborts + 1);
+    EXPECT_EQ(abort_count(), aborts + 2);
     EXPECT_GE(waited, 0.29);
     EXPECT_LT(waited, 5.0);
 }
 
-TEST_F(NcclSplit, ASplitErrorQuotesNcclAndAbortsIt) {
+TEST_F(NcclSplit, ASplitErrorQuotesNcclAndAbortsBoth) {
     setenv("NCCL_STANDIN_MODE", "split_fails", 1);
-    const int aborts = abort_count();
-    const std::string message = error_of([&] { NcclComm sub(*parent, 1, 0, deadline_after(10)); }, DDP_ERR_BACKEND);
+    const int aborts = abort_count(), split_aborts = split_abort_count();
+    AbortsSeen seen;
+    const std::string message = error_of(
+        [&] {
+            NcclComm::split(*parent, 1, 0, deadline_after(10), [&](ddp_status, const std::string&) {
+                seen = {abort_count(), split_abort_count()};
+            });
+        },
+        DDP_ERR_BACKEND);
     EXPECT_NE(message.find("ncclCommSplit (color 1) failed: unhandled system error: stand-in: the split's ranks "
                            "could not connect"),
               std::string::npos)
         << message;
-    EXPECT_EQ(abort_count(), aborts + 1);
+    EXPECT_EQ(seen.parent, aborts);
+    EXPECT_EQ(split_abort_count(), split_aborts + 1);
+    EXPECT_EQ(abort_count(), aborts + 2);
 }
 
-TEST_F(NcclSplit, ARefusedSplitQuotesNccl) {
+TEST_F(NcclSplit, ARefusedSplitQuotesNcclAndAbortsTheParent) {
     setenv("NCCL_STANDIN_MODE", "split_refused", 1);
-    const std::string message = error_of([&] { NcclComm sub(*parent, 0, 0, deadline_after(10)); }, DDP_ERR_BACKEND);
+    bool failing_ran = false;
+    const std::string message = error_of(
+        [&] {
+            NcclComm::split(*parent, 0, 0, deadline_after(10),
+                            [&](ddp_status, const std::string&) { failing_ran = true; });
+        },
+        DDP_ERR_BACKEND);
     EXPECT_NE(message.find("ncclCommSplit (color 0) failed: invalid usage: stand-in: ncclCommSplit refused the call"),
               std::string::npos)
         << message;
+    EXPECT_TRUE(failing_ran);
+    EXPECT_TRUE(parent->aborted());
 }
 
 // Run by itself (meson's nccl_control_without_split): a process keeps the first NCCL it loads.
@@ -236,7 +277,12 @@ TEST(NcclWithoutSplit, SplitIsUnsupportedAndSaysWhy) {
     CallContext context = control.begin(CollectiveKind::barrier, 0);
     NcclComm parent(nccl, host->channel(), *host->host_planes().front(), control, context);
     control.end();
-    const std::string message = error_of([&] { NcclComm sub(parent, 0, 0, deadline_after(10)); }, DDP_ERR_UNSUPPORTED);
+    const std::string message = error_of(
+        [&] {
+            NcclComm::split(parent, 0, 0, deadline_after(10),
+                            [](ddp_status, const std::string& why) { ADD_FAILURE() << why; });
+        },
+        DDP_ERR_UNSUPPORTED);
     EXPECT_NE(message.find("is NCCL 2.28.9, which has no ncclCommSplit (NCCL 2.18.1 added it)"), std::string::npos)
         << message;
     EXPECT_NE(message.find("DDP_BACKEND=mpi"), std::string::npos) << message;

@@ -21,7 +21,7 @@ protected:
     void SetUp() override {
         ASSERT_NE(world = start_self(), nullptr);
         ASSERT_EQ(ddp_device(world, &device), DDP_OK);
-        if (device >= 0) GTEST_SKIP() << "this machine has a GPU (cuda:" << device << "): see scripts/gpu-tests";
+        if (device >= 0) GTEST_SKIP() << "this machine has a GPU (cuda:" << device << "): see scripts/gpu-proof";
     }
     void TearDown() override { EXPECT_EQ(ddp_finalize(world), DDP_OK); }
 

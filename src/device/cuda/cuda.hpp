@@ -76,6 +76,7 @@ public:
 
 private:
     void* event_ = nullptr;
+    int device_ = 0;  ///< where it was made: freed there
 };
 
 /// A Pending that finishes when the event recorded on `stream` now does,
@@ -93,6 +94,7 @@ public:
 
 private:
     void* stream_ = nullptr;
+    int device_ = 0;  ///< where it was made: freed there
 };
 
 /// Page-locked host memory that grows on demand and is kept between calls
@@ -108,6 +110,7 @@ public:
 private:
     std::byte* data_ = nullptr;
     size_t size_ = 0;
+    int device_ = 0;  ///< where it was allocated: freed there
 };
 
 /// Asynchronous copies on `stream` (device to host, host to device).

@@ -62,12 +62,10 @@ GpuAssignment assign_gpu(int local_rank) {
         cudaGetLastError();
         return {-1, "the CUDA runtime could not start (cudaGetDeviceCount: " + error_text(error) + ")"};
     }
-    const int device = local_rank % count;
-    if (const cudaError_t set = cudaSetDevice(device); set != cudaSuccess) {
-        cudaGetLastError();
-        return {-1, "cudaSetDevice(" + std::to_string(device) + ") failed (" + error_text(set) + ")"};
-    }
-    return {device, ""};
+    // Not made current here: that creates a CUDA context (GPU memory) in
+    // every process, also those of a CPU-only job on a GPU node. The nccl
+    // backend and calls on device buffers make it current when they start.
+    return {local_rank % count, ""};
 }
 
 void make_current(int device) { check(cudaSetDevice(device), "cudaSetDevice"); }
@@ -138,21 +136,73 @@ void check_stream(void* stream) {
              "this version (call it outside the captured region)");
 }
 
+namespace {
+
+// The device current where a resource is made (libddp makes it under a
+// DeviceScope), so that it is freed there: on a thread with no context the
+// runtime would take device 0's, and create it if need be.
+int current_device() {
+    int device = 0;
+    cudaGetDevice(&device);
+    return device;
+}
+
+template <typename Free>
+void free_on(int device, Free free) noexcept {
+    try {
+        const DeviceScope on_device(device);
+        free();
+    } catch (const Error&) {
+        free();
+    }
+}
+
+}  // namespace
+
 Event::Event() {
     cudaEvent_t event = nullptr;
     check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     event_ = event;
+    device_ = current_device();
 }
 
-Event::~Event() { cudaEventDestroy(static_cast<cudaEvent_t>(event_)); }
+Event::~Event() {
+    free_on(device_, [this] { cudaEventDestroy(static_cast<cudaEvent_t>(event_)); });
+}
 
 void Event::record(void* stream) {
     check(cudaEventRecord(static_cast<cudaEvent_t>(event_), as_stream(stream)), "cudaEventRecord");
 }
 
+namespace {
+
+// A query in CUDA's default (global) capture mode invalidates a graph that
+// another thread of the program is capturing (PyTorch does, at any time):
+// libddp's queries run in thread-local mode, which only this thread's own
+// captures restrict, and the thread's mode is put back after.
+class ThreadLocalCapture {
+public:
+    ThreadLocalCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+    ~ThreadLocalCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+    ThreadLocalCapture(const ThreadLocalCapture&) = delete;
+    ThreadLocalCapture& operator=(const ThreadLocalCapture&) = delete;
+
+private:
+    cudaStreamCaptureMode mode_ = cudaStreamCaptureModeThreadLocal;
+};
+
+// Errors that say a capture forbade the query, not that the work failed.
+bool capture_refused(cudaError_t error) {
+    return error == cudaErrorStreamCaptureUnsupported || error == cudaErrorStreamCaptureInvalidated ||
+           error == cudaErrorStreamCaptureImplicit || error == cudaErrorStreamCaptureWrongThread;
+}
+
+}  // namespace
+
 bool Event::finished() const {
+    const ThreadLocalCapture mode;
     const cudaError_t state = cudaEventQuery(static_cast<cudaEvent_t>(event_));
-    if (state == cudaErrorNotReady) return false;
+    if (state == cudaErrorNotReady || capture_refused(state)) return false;  // asked again on the next poll
     check(state, "the GPU work of this call (cudaEventQuery)");
     return true;
 }
@@ -167,12 +217,15 @@ Stream::Stream() {
     cudaStream_t stream = nullptr;
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     stream_ = stream;
+    device_ = current_device();
 }
 
-Stream::~Stream() { cudaStreamDestroy(as_stream(stream_)); }
+Stream::~Stream() {
+    free_on(device_, [this] { cudaStreamDestroy(as_stream(stream_)); });
+}
 
 PinnedBuffer::~PinnedBuffer() {
-    if (data_ != nullptr) cudaFreeHost(data_);
+    if (data_ != nullptr) free_on(device_, [this] { cudaFreeHost(data_); });
 }
 
 std::span<std::byte> PinnedBuffer::get(size_t bytes) {
@@ -186,6 +239,7 @@ std::span<std::byte> PinnedBuffer::get(size_t bytes) {
         if (data_ != nullptr) cudaFreeHost(data_);
         data_ = static_cast<std::byte*>(grown);
         size_ = bytes;
+        device_ = current_device();
     }
     return {data_, bytes};
 }

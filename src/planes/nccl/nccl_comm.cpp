@@ -58,12 +58,31 @@ NcclComm::NcclComm(const NcclLibrary& nccl, ControlChannel& host, HostPlane& dat
     }
 }
 
-NcclComm::NcclComm(NcclComm& parent, int color, int key, Clock::time_point deadline) : nccl_(parent.nccl_) {
-    if (nccl_.comm_split == nullptr)
-        fail(DDP_ERR_UNSUPPORTED, nccl_.path + " is NCCL " + nccl_.version_text() +
+std::unique_ptr<NcclComm> NcclComm::split(NcclComm& parent, int color, int key, Clock::time_point deadline,
+                                          const Failing& failing) {
+    const NcclLibrary& nccl = parent.nccl_;
+    if (nccl.comm_split == nullptr)
+        fail(DDP_ERR_UNSUPPORTED, nccl.path + " is NCCL " + nccl.version_text() +
                                       ", which has no ncclCommSplit (NCCL 2.18.1 added it): ddp_comm_split on the "
                                       "nccl backend needs it (set DDP_NCCL_LIBRARY to a newer libnccl.so.2, e.g. "
                                       "from the nvidia-nccl-cu13 wheel, or use DDP_BACKEND=mpi)");
+    const std::string where = "ncclCommSplit (color " + std::to_string(color) + ")";
+    // Non-blocking, NCCL stores the new handle here from its own thread when
+    // the split's job ends: `made` outlives the job, which ends at the
+    // latest when the parent is aborted.
+    ncclComm_t made = nullptr;
+    std::unique_ptr<NcclComm> child;
+    auto give_up = [&](ddp_status status, const std::string& message) {
+        failing(status, message);
+        parent.abort();
+        if (child)
+            child->abort();
+        else if (made != nullptr)
+            nccl.comm_abort(made);  // returned as the parent's job ended
+        fail(status, message);
+    };
+    const std::string stuck = " (a peer is stuck or gone, or NCCL cannot connect the ranks: NCCL_DEBUG=INFO tells "
+                              "more); NCCL was aborted";
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // polled against the deadline below
     ncclResult_t started;
@@ -71,28 +90,19 @@ NcclComm::NcclComm(NcclComm& parent, int color, int key, Clock::time_point deadl
         std::lock_guard lock(parent.mutex_);
         if (parent.aborted())
             fail(DDP_ERR_TIMEOUT, "ncclCommSplit: NCCL was aborted earlier; the communicator is unusable");
-        started = nccl_.comm_split(parent.comm_, color >= 0 ? color : NCCL_SPLIT_NOCOLOR, key, &comm_, &config);
+        started = nccl.comm_split(parent.comm_, color >= 0 ? color : NCCL_SPLIT_NOCOLOR, key, &made, &config);
     }
-    const std::string where = "ncclCommSplit (color " + std::to_string(color) + ")";
-    if (started != ncclSuccess && started != ncclInProgress) {
-        const std::string reason = nccl_.describe(started, parent.comm_);
-        abort();
-        fail(DDP_ERR_BACKEND, where + " failed: " + reason);
-    }
-    // The new communicator settles; a rank that joins none waits for the parent.
-    NcclComm& settling = comm_ != nullptr ? *this : parent;
+    if (started != ncclSuccess && started != ncclInProgress)
+        give_up(DDP_ERR_BACKEND, where + " failed: " + nccl.describe(started, parent.comm_));
+    // The parent is in progress until the job has stored the handle (or none).
     ncclResult_t state = ncclSuccess;
-    if (settling.settle(deadline, state) != Settled::done) {
-        abort();
-        fail(DDP_ERR_TIMEOUT, where + " did not finish within the timeout (a peer is stuck or gone, or NCCL "
-                                      "cannot connect the ranks: NCCL_DEBUG=INFO tells more); its NCCL "
-                                      "communicator was aborted");
-    }
-    if (state != ncclSuccess) {
-        const std::string reason = nccl_.describe(state, settling.comm_);
-        abort();
-        fail(DDP_ERR_BACKEND, where + " failed: " + reason);
-    }
+    if (parent.settle(deadline, state) != Settled::done) give_up(DDP_ERR_TIMEOUT, where + " did not finish" + stuck);
+    if (state != ncclSuccess) give_up(DDP_ERR_BACKEND, where + " failed: " + nccl.describe(state, parent.comm_));
+    if (made == nullptr) return nullptr;  // no color: no communicator
+    child = std::make_unique<NcclComm>(Adopt{}, nccl, made);
+    if (child->settle(deadline, state) != Settled::done) give_up(DDP_ERR_TIMEOUT, where + " did not finish" + stuck);
+    if (state != ncclSuccess) give_up(DDP_ERR_BACKEND, where + " failed: " + nccl.describe(state, made));
+    return child;
 }
 
 NcclComm::~NcclComm() {

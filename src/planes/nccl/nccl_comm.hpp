@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -27,13 +28,19 @@ public:
     /// does not finish by the call's deadline (NCCL is aborted first),
     /// DDP_ERR_BACKEND with NCCL's message when it fails.
     NcclComm(const NcclLibrary& nccl, ControlChannel& host, HostPlane& data, ControlPlane& control, CallContext& context);
+    /// What split calls, before it aborts anything, when it fails.
+    using Failing = std::function<void(ddp_status, const std::string&)>;
     /// ncclCommSplit of `parent`, collective over its ranks: the ranks of
     /// `color` (>= 0) ranked by `key`; a negative color takes part without
-    /// joining (NCCL_SPLIT_NOCOLOR) and leaves get() nullptr. Non-blocking,
-    /// held to `deadline`. Throws DDP_ERR_UNSUPPORTED when the loaded NCCL
-    /// has no ncclCommSplit, DDP_ERR_TIMEOUT (the new communicator aborted)
-    /// or DDP_ERR_BACKEND with NCCL's message.
-    NcclComm(NcclComm& parent, int color, int key, Clock::time_point deadline);
+    /// joining (NCCL_SPLIT_NOCOLOR) and gets nullptr. Non-blocking, held to
+    /// `deadline`. Throws DDP_ERR_UNSUPPORTED when the loaded NCCL has no
+    /// ncclCommSplit (nothing else happens then). On a timeout
+    /// (DDP_ERR_TIMEOUT) or an error (DDP_ERR_BACKEND, NCCL's message) it
+    /// calls `failing` first (the owner fails the work it watches), then
+    /// aborts the parent, which ends NCCL's split job, and then the new
+    /// communicator if the job returned one, as NCCL's docs ask.
+    static std::unique_ptr<NcclComm> split(NcclComm& parent, int color, int key, Clock::time_point deadline,
+                                           const Failing& failing);
     ~NcclComm();
     NcclComm(const NcclComm&) = delete;
     NcclComm& operator=(const NcclComm&) = delete;
@@ -53,6 +60,11 @@ public:
     /// operation on it ends, and it is released without waiting for peers.
     void abort();
     bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
+private:
+    struct Adopt {};  // a communicator NCCL made: only split does this
+public:
+    NcclComm(Adopt, const NcclLibrary& nccl, ncclComm_t comm) : nccl_(nccl), comm_(comm) {}
 
 private:
     enum class Settled { done, timed_out, aborted };

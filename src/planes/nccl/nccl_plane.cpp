@@ -89,16 +89,19 @@ public:
     std::unique_ptr<DevicePlane> split(int color, int key, ControlChannel* sub, Clock::time_point deadline) override {
         std::unique_ptr<NcclComm> comm;
         try {
-            comm = std::make_unique<NcclComm>(*comm_, color, key, deadline);
+            // Watched work fails before NCCL is aborted (aborted kernels end as if they had finished).
+            comm = NcclComm::split(*comm_, color, key, deadline, [this](ddp_status status, const std::string& message) {
+                watchdog_->fail_all(status, message);
+            });
         } catch (const Error& error) {
             if (error.status() == DDP_ERR_UNSUPPORTED) throw;  // no NCCL call was made: the parent is intact
-            // Peers may still be inside the split on the parent's NCCL
-            // communicator: stop it, and break the parent (it tells its peers).
+            // Peers may still be inside the split on the parent: break it (it tells its peers).
             watchdog_->fail_all(error.status(), error.what());
             watchdog_failed(error.status(), error.what());
             throw;
         }
         if (sub == nullptr) return nullptr;
+        if (!comm) fail(DDP_ERR_INTERNAL, "ncclCommSplit gave no communicator to a rank with a color");
         return std::make_unique<NcclPlane>(*sub, device_, std::move(comm), timeout_s_);
     }
 
