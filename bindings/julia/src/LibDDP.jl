@@ -867,7 +867,9 @@ end
     ddp_set_log_callback(fn, user)
 
 Routes every log line (libddp's own too) to `fn`, called with `user`;
-NULL restores stderr. Process-wide; thread-safe. Never fails.
+NULL restores stderr. Process-wide; thread-safe. Never fails. `fn` may
+be called from libddp's own threads, and must return normally: an
+exception or unwinding out of it ends the process (std::terminate).
 """
 function ddp_set_log_callback(fn, user)
     @ccall $(function_pointer(ADDRESSES.ddp_set_log_callback, :ddp_set_log_callback))(fn::ddp_log_callback, user::Ptr{Cvoid})::ddp_status

@@ -62,9 +62,11 @@ impl Comm {
     }
 
     /// Writes this rank's flight recorder (its last collectives: kind,
-    /// sequence number, sizes, times, state) to `path` (named per rank as
-    /// for [`Comm::timeline`]), or with `None` where automatic dumps go
-    /// (`DDP_FLIGHT_RECORDER_DIR`, else the log). Local.
+    /// sequence number, sizes, times, state) to `path` as given, every `%r`
+    /// in it replaced by the rank (`"fr.%r.json"`: a file per rank), or with
+    /// `None` where automatic dumps go (`DDP_FLIGHT_RECORDER_DIR`, else a
+    /// folder per job under the temporary directory; the log names the
+    /// file). Local.
     pub fn dump_flight_recorder(&self, path: Option<&Path>) -> Result<()> {
         let path = path.map(c_path).transpose()?;
         let raw = path.as_ref().map_or(ptr::null(), |path| path.as_ptr());

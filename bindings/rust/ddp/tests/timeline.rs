@@ -35,10 +35,12 @@ fn timeline_and_flight_recorder() {
     assert_eq!(bad.kind(), ErrorKind::InvalidArgument);
     assert!(bad.message().contains("/nonexistent-folder/t.rank0.json"), "{}", bad.message());
 
-    comm.dump_flight_recorder(Some(&dir.join("fr.json"))).unwrap();
-    let dump = std::fs::read_to_string(dir.join("fr.rank0.json")).unwrap();
+    comm.dump_flight_recorder(Some(&dir.join("fr.json"))).unwrap(); // the name as given
+    let dump = std::fs::read_to_string(dir.join("fr.json")).unwrap();
     assert!(dump.contains("\"kind\":\"allreduce\"") && dump.contains("\"kind\":\"barrier\""), "{dump}");
-    comm.dump_flight_recorder(None).unwrap(); // to the log
+    comm.dump_flight_recorder(Some(&dir.join("fr.%r.json"))).unwrap(); // %r: the rank
+    assert!(dir.join("fr.0.json").exists());
+    comm.dump_flight_recorder(None).unwrap(); // the automatic file, which the log names
     let unwritable = comm.dump_flight_recorder(Some("/nonexistent-folder/fr.json".as_ref())).unwrap_err();
     assert!(unwritable.message().contains("cannot write the flight recorder"), "{}", unwritable.message());
     std::fs::remove_dir_all(dir).unwrap();
