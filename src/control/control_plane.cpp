@@ -211,22 +211,23 @@ void ControlPlane::announce_finalize() {
     channel_.send_abort(AbortNotice{channel_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::finalizing});
 }
 
-void ControlPlane::give_up(CallContext& call, std::unique_ptr<Pending> pending) {
+double ControlPlane::stop_call(CallContext& call, std::unique_ptr<Pending> pending, AbortNotice::Reason reason) {
     channel_.abandon(std::move(pending));
     const double waited = duration<double>(Clock::now() - call.started).count();
     // Peers learn first, so that they stop waiting while this rank asks around.
-    tell_peers(AbortNotice{channel_.rank(), call.sequence, static_cast<uint64_t>(call.kind),
-                           AbortNotice::Reason::gave_up});
+    tell_peers(AbortNotice{channel_.rank(), call.sequence, static_cast<uint64_t>(call.kind), reason});
+    return waited;
+}
+
+void ControlPlane::give_up(CallContext& call, std::unique_ptr<Pending> pending) {
+    const double waited = stop_call(call, std::move(pending), AbortNotice::Reason::gave_up);
     const std::string missing = who_is_missing(call, deadline_after(std::min(answer_wait_s, waited)));
     break_call(call, call_name(static_cast<uint64_t>(call.kind), call.sequence) + " timed out on rank " +
                    std::to_string(channel_.rank()) + " after " + seconds_text(waited) + ": " + missing);
 }
 
 void ControlPlane::peer_died(CallContext& call, std::unique_ptr<Pending> pending, const std::string& dead) {
-    channel_.abandon(std::move(pending));
-    const double waited = duration<double>(Clock::now() - call.started).count();
-    tell_peers(AbortNotice{channel_.rank(), call.sequence, static_cast<uint64_t>(call.kind),
-                           AbortNotice::Reason::peer_died});
+    const double waited = stop_call(call, std::move(pending), AbortNotice::Reason::peer_died);
     break_call(call, call_name(static_cast<uint64_t>(call.kind), call.sequence) + " cannot complete on rank " +
                    std::to_string(channel_.rank()) + " (it waited " + seconds_text(waited) + "): " + dead);
 }

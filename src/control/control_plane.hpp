@@ -129,8 +129,11 @@ private:
     [[noreturn]] void give_up(CallContext& call, std::unique_ptr<Pending> pending);
     /// As give_up, before the deadline: `dead` says which peer died.
     [[noreturn]] void peer_died(CallContext& call, std::unique_ptr<Pending> pending, const std::string& dead);
-    /// Ends the call, its operation abandoned and the peers told: marks it in
-    /// the flight recorder and breaks the communicator with `message`.
+    /// Abandons the call's operation and tells the peers why (`reason`);
+    /// returns how long the call waited.
+    double stop_call(CallContext& call, std::unique_ptr<Pending> pending, AbortNotice::Reason reason);
+    /// After stop_call: marks the call in the flight recorder and breaks the
+    /// communicator with `message`.
     [[noreturn]] void break_call(CallContext& call, const std::string& message);
     /// pending->test(); when it throws, the operation is abandoned first.
     bool test_or_abandon(std::unique_ptr<Pending>& pending);

@@ -66,19 +66,21 @@ ProcessIdentity this_process() {
 PeerLiveness::PeerLiveness(std::vector<ProcessIdentity> peers, int rank, double stopped_bound_s)
     : stopped_bound_s_(stopped_bound_s), host_(host_name()) {
     if (peers.empty()) return;
-    const ProcessIdentity me = this_process();
+    const uint64_t my_host = peers.at(static_cast<size_t>(rank)).host_key;  // this process's own entry
     for (size_t r = 0; r < peers.size(); ++r)
-        if (static_cast<int>(r) != rank && peers[r].host_key == me.host_key && peers[r].pid != 0)
+        if (static_cast<int>(r) != rank && peers[r].host_key == my_host && peers[r].pid != 0)
             here_.push_back(Peer{static_cast<int>(r), peers[r], std::nullopt});
 }
 
 std::optional<std::string> PeerLiveness::dead_peer(std::chrono::steady_clock::time_point now) {
     for (Peer& peer : here_) {
-        const std::string who = "rank " + std::to_string(peer.rank) + " (pid " + std::to_string(peer.identity.pid) +
-                                " on host " + host_ + ")";
+        auto who = [&] {
+            return "rank " + std::to_string(peer.rank) + " (pid " + std::to_string(peer.identity.pid) + " on host " +
+                   host_ + ")";
+        };
         const std::optional<ProcStat> stat = read_stat(peer.identity.pid);
-        if (!stat || stat->start_ticks != peer.identity.start_ticks) return who + " exited";
-        if (stat->state == 'Z' || stat->state == 'X') return who + " exited (its process is a zombie)";
+        if (!stat || stat->start_ticks != peer.identity.start_ticks) return who() + " exited";
+        if (stat->state == 'Z' || stat->state == 'X') return who() + " exited (its process is a zombie)";
         if (stat->state != 'T' && stat->state != 't') {
             peer.stopped_since.reset();
             continue;
@@ -86,7 +88,7 @@ std::optional<std::string> PeerLiveness::dead_peer(std::chrono::steady_clock::ti
         if (!peer.stopped_since) peer.stopped_since = now;
         const double stopped = std::chrono::duration<double>(now - *peer.stopped_since).count();
         if (stopped >= stopped_bound_s_)
-            return who + " has been stopped (SIGSTOP or a debugger) for over " +
+            return who() + " has been stopped (SIGSTOP or a debugger) for over " +
                    std::to_string(static_cast<int>(stopped_bound_s_)) + " s";
     }
     return std::nullopt;

@@ -39,9 +39,6 @@ public:
     /// per peer on this host.
     std::optional<std::string> dead_peer(std::chrono::steady_clock::time_point now);
 
-    /// Whether any peer runs on this host (else dead_peer never finds one).
-    bool checks_any() const { return !here_.empty(); }
-
 private:
     struct Peer {
         int rank;

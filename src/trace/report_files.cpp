@@ -7,30 +7,14 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <utility>
 
+#include "util/descriptor.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
 
 namespace ddp::trace {
 
 namespace {
-
-/// Closes a descriptor when it goes out of scope.
-class Descriptor {
-public:
-    explicit Descriptor(int fd) : fd_(fd) {}
-    ~Descriptor() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    Descriptor(Descriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-    Descriptor(const Descriptor&) = delete;
-    Descriptor& operator=(const Descriptor&) = delete;
-    int get() const { return fd_; }
-
-private:
-    int fd_;
-};
 
 std::string job_name() {
     std::string job;
@@ -70,13 +54,7 @@ Descriptor open_folder(int parent, const std::string& name, const std::string& p
 void write_at(int folder, const std::string& name, int flags, const std::string& path, const std::string& text) {
     Descriptor file(::openat(folder, name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | flags, 0600));
     if (file.get() < 0) cannot("write the flight recorder to", path);
-    const std::string line = text + "\n";
-    for (size_t written = 0; written < line.size();) {
-        const ssize_t n = ::write(file.get(), line.data() + written, line.size() - written);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) cannot("write the flight recorder to", path);
-        written += static_cast<size_t>(n);
-    }
+    if (!write_all(file.get(), text + "\n")) cannot("write the flight recorder to", path);
 }
 
 }  // namespace

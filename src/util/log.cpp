@@ -1,7 +1,5 @@
 #include "util/log.hpp"
 
-#include "util/host_callback.h"
-
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -12,8 +10,10 @@
 
 #include <unistd.h>
 
+#include "util/descriptor.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
+#include "util/host_callback.h"
 
 namespace ddp {
 
@@ -28,14 +28,8 @@ std::atomic<int> threshold{DDP_LOG_INFO};
 /// The line and its newline in one write(2), so that ranks' lines sharing a
 /// terminal or mpirun's output never interleave.
 void write_whole_line(const std::string& line) {
-    const std::string whole = line + "\n";
     std::fflush(stderr);  // what the program wrote through stdio goes first
-    for (size_t done = 0; done < whole.size();) {
-        const ssize_t written = ::write(STDERR_FILENO, whole.data() + done, whole.size() - done);
-        if (written < 0 && errno == EINTR) continue;
-        if (written <= 0) return;  // nowhere to log to
-        done += static_cast<size_t>(written);
-    }
+    write_all(STDERR_FILENO, line + "\n");  // false: nowhere to log to
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "util/descriptor.hpp"
 #include "util/error.hpp"
 
 namespace ddp::shm {
@@ -17,21 +18,6 @@ namespace {
 [[noreturn]] void fail_with_errno(const std::string& what, int error) {
     fail(DDP_ERR_INTERNAL, what + ": " + std::strerror(error));
 }
-
-/// Closes the descriptor once mapped (the mapping keeps the memory).
-class Descriptor {
-public:
-    explicit Descriptor(int fd) : fd_(fd) {}
-    ~Descriptor() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    Descriptor(const Descriptor&) = delete;
-    Descriptor& operator=(const Descriptor&) = delete;
-    int get() const { return fd_; }
-
-private:
-    int fd_;
-};
 
 std::byte* map(int fd, size_t bytes, const std::string& name) {
     void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
