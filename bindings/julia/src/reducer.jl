@@ -190,12 +190,24 @@ end
 
 """Ends this rank's step as failed (collective, see `mark_ready!`) and throws `reason`."""
 function fail_step(reducer::Reducer, reason::AbstractString)
-    buckets = reducer.buckets
-    status = LibDDP.ddp_reducer_fail_step(buckets.handle, reason)
-    buckets.step_open = false
-    fill!(reducer.marked, false)
+    status = end_step_as_failed!(reducer, reason)
     status == LibDDP.DDP_OK || check(status)
     throw(DDPError(LibDDP.DDP_ERR_INVALID_ARGUMENT, "rank $(local_rank(reducer.comm)): $reason"))
+end
+
+"""Ends this rank's step as failed (`ddp_reducer_fail_step`, collective: the peers' `wait`
+throws naming this rank and `reason`); returns libddp's status."""
+function end_step_as_failed!(reducer::Reducer, reason::AbstractString)
+    status = LibDDP.ddp_reducer_fail_step(reducer.buckets.handle, reason)
+    step_ended!(reducer)
+    return status
+end
+
+"""Forgets this step's marks: the next `mark_ready!` starts a new step."""
+function step_ended!(reducer::Reducer)
+    reducer.buckets.step_open = false
+    fill!(reducer.marked, false)
+    return nothing
 end
 
 function live_buckets(reducer::Reducer)
@@ -216,8 +228,7 @@ function Base.wait(reducer::Reducer)
     try
         check(LibDDP.ddp_reducer_wait(buckets.handle))
     finally
-        buckets.step_open = false
-        fill!(reducer.marked, false)
+        step_ended!(reducer)
     end
     return reducer
 end
@@ -253,11 +264,8 @@ function Reducer(f::Function, like; kwargs...)
     try
         return f(reducer)
     catch
-        buckets = reducer.buckets
-        if buckets.step_open && !reducer.closed
-            LibDDP.ddp_reducer_fail_step(buckets.handle, "rank $(local_rank(reducer.comm)) threw during the step")
-            buckets.step_open = false
-            fill!(reducer.marked, false)
+        if reducer.buckets.step_open && !reducer.closed
+            end_step_as_failed!(reducer, "rank $(local_rank(reducer.comm)) threw during the step")
         end
         rethrow()
     finally
