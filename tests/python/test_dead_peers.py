@@ -64,10 +64,9 @@ def test_a_rank_that_dies_mid_collective_fails_every_survivor_within_seconds(tmp
         started = time.monotonic()
         try:
             comm.allreduce([np.ones(1 << 20)])
-            print("survivor", comm.rank, "finished: wrong", flush=True)
+            print(f"survivor {{comm.rank}} finished: wrong", flush=True)  # one string: ranks print at once
         except ddp.TimeoutError as error:
-            print("survivor", comm.rank, "raised after", round(time.monotonic() - started, 2), "s:", error,
-                  flush=True)
+            print(f"survivor {{comm.rank}} raised after {{time.monotonic() - started:.2f}} s: {{error}}", flush=True)
     """, ranks=ranks, transport=transport)
     for line in survivors_report(result, ranks):
         assert "raised after" in line, line
@@ -89,15 +88,13 @@ def test_a_stopped_rank_counts_as_dead_and_fails_at_once_when_continued(tmp_path
                 comm.allreduce([np.ones(3)])
                 print("continued rank finished: wrong", flush=True)
             except ddp.DDPError as error:
-                print("continued rank raised after", round(time.monotonic() - started, 2), "s:", error,
-                      flush=True)
+                print(f"continued rank raised after {time.monotonic() - started:.2f} s: {error}", flush=True)
             sys.exit(0)
         started = time.monotonic()
         try:
             comm.allreduce([np.ones(3)])
         except ddp.TimeoutError as error:
-            print("survivor", comm.rank, "raised after", round(time.monotonic() - started, 2), "s:", error,
-                  flush=True)
+            print(f"survivor {comm.rank} raised after {time.monotonic() - started:.2f} s: {error}", flush=True)
         os.kill(int(pids[1]), signal.SIGCONT)
     """)
     line = survivors_report(result, 2)[0]
@@ -118,7 +115,8 @@ def test_a_rank_computing_longer_than_the_bound_is_not_called_dead(tmp_path):
             while time.monotonic() < end:
                 sum(range(10000))
         out = comm.allreduce([np.ones(3)])
-        print("survivor" if comm.rank == 0 else "other", comm.rank, "finished with", out[0][0], flush=True)
+        who = "survivor" if comm.rank == 0 else "other"
+        print(f"{who} {comm.rank} finished with {out[0][0]}", flush=True)
     """)
     line = survivors_report(result, 2)[0]
     assert "finished with 2.0" in line, result.stdout + result.stderr[-2000:]
