@@ -96,6 +96,7 @@ bool hashes_agree(ControlPlane& control, CallContext& context, uint64_t hash,
                                                         carried->op)
                          : route.start_max_u64_carrying(extremes, nullptr, 0, DDP_DTYPE_U8, DDP_OP_MAX),
                  WaitStyle::for_peers);
+    context.joined_by_all = true;
     if (vote != nullptr) *vote = extremes[2];
     if (duration_sink) duration_sink(extremes[3]);
     return extremes[0] == ~extremes[1];

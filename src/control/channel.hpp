@@ -33,6 +33,13 @@ struct AbortNotice {
     uint64_t sequence = 0;  ///< the sender's last collective (its number)
     uint64_t kind = 0;      ///< and its CollectiveKind
     Reason reason = Reason::gave_up;
+    int dead_rank = -1;     ///< peer_died: the rank the sender found dead
+};
+
+/// What a peer last said it was doing, and when it said so.
+struct HeardStatus {
+    PeerStatus status;
+    Clock::time_point when;
 };
 
 /// Agreement's default route: its start_max_u64_carrying.
@@ -91,6 +98,13 @@ public:
     /// now but heard from during the call is slow (a lossy or congested
     /// network), not dead.
     virtual std::optional<Clock::time_point> last_heard_from(int peer) = 0;
+    /// What `peer` last said it was doing (in an answer or a heartbeat's);
+    /// empty when it never said.
+    virtual std::optional<HeardStatus> last_status(int peer) = 0;
+    /// Sends each of `peers` a heartbeat question, which its background
+    /// thread answers (last_heard_from and last_status then move on); never
+    /// blocks, and a dead peer's question is simply never answered.
+    virtual void ping(std::span<const int> peers) = 0;
     /// Whether a background thread answers peers' questions (so a peer that
     /// does not answer is dead or hung, not merely busy computing).
     virtual bool answers_in_background() const = 0;

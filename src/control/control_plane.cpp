@@ -29,6 +29,12 @@ std::string seconds_text(double seconds) {
     return text;
 }
 
+/// "allreduce #7, still inside it", "barrier #4, finished", "no collective yet".
+std::string status_text(const PeerStatus& status) {
+    if (status.sequence == 0) return "no collective yet";
+    return call_name(status.kind, status.sequence) + (status.in_call ? ", still inside it" : ", finished");
+}
+
 }  // namespace
 
 Clock::time_point deadline_after(double seconds) {
@@ -50,16 +56,17 @@ ControlPlane::ControlPlane(ControlChannel& channel, double timeout_s, double sta
       timeout_s_(timeout_s),
       stall_warning_s_(stall_warning_s),
       watched_(channel.rank(), hang_grace_s),
-      liveness_(channel.processes(), channel.rank(), peer_dead_s) {}
+      liveness_(channel, peer_dead_s) {}
 
 CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s) {
     require_usable();
     const uint64_t sequence = sequence_.fetch_add(1, std::memory_order_relaxed) + 1;
-    kind_.store(static_cast<uint64_t>(kind), std::memory_order_relaxed);
+    const uint64_t previous_kind = kind_.exchange(static_cast<uint64_t>(kind), std::memory_order_relaxed);
     in_call_.store(true, std::memory_order_release);
     recorder_.entered(sequence, static_cast<uint64_t>(kind));
     const double timeout = call_timeout_s > 0 ? call_timeout_s : timeout_s_;
-    CallContext call{kind, sequence, Clock::now(), deadline_after(timeout), deadline_after(stall_warning_s_), false};
+    CallContext call{kind,  sequence,      Clock::now(), deadline_after(timeout), deadline_after(stall_warning_s_),
+                     false, previous_kind, false};
     // A reducer step spans the caller's computing between its marks: only
     // its waits are watched.
     watching_call_ = kind != CollectiveKind::reducer_step;
@@ -113,13 +120,10 @@ std::optional<std::string> ControlPlane::failure_from_notice(uint64_t sequence) 
         if (sequence < notice->sequence) return std::nullopt;  // an earlier call every rank joined
         return peer + " gave up on " + its_call + " after its timeout and told " + mine +
                "; the communicator is unusable: finalize it and end the job";
-    case AbortNotice::Reason::peer_died: {
+    case AbortNotice::Reason::peer_died:
         if (sequence < notice->sequence) return std::nullopt;
-        // On the same host this rank sees the dead peer too, and names it.
-        const std::optional<std::string> dead = liveness_.dead_peer(Clock::now());
-        return peer + " found a dead peer during " + its_call + (dead ? " (" + *dead + ")" : std::string()) +
-               " and told " + mine + "; the communicator is unusable: finalize it and end the job";
-    }
+        return peer + " found " + liveness_.who(notice->dead_rank) + " dead during " + its_call + " and told " +
+               mine + "; the communicator is unusable: finalize it and end the job";
     }
     return peer + " sent an unknown notice; the communicator is unusable";
 }
@@ -154,7 +158,7 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
             next_control = Clock::now() + control_interval;
         }
         if (now >= next_liveness) {
-            if (auto dead = liveness_.dead_peer(now)) peer_died(call, std::move(pending), *dead);
+            if (auto dead = liveness_.dead_peer(now, start)) peer_died(call, std::move(pending), *dead);
             next_liveness = now + liveness_interval;
         }
         if (now > call.deadline) give_up(call, std::move(pending));
@@ -211,11 +215,12 @@ void ControlPlane::announce_finalize() {
     channel_.send_abort(AbortNotice{channel_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::finalizing});
 }
 
-double ControlPlane::stop_call(CallContext& call, std::unique_ptr<Pending> pending, AbortNotice::Reason reason) {
+double ControlPlane::stop_call(CallContext& call, std::unique_ptr<Pending> pending, AbortNotice::Reason reason,
+                               int dead_rank) {
     channel_.abandon(std::move(pending));
     const double waited = duration<double>(Clock::now() - call.started).count();
     // Peers learn first, so that they stop waiting while this rank asks around.
-    tell_peers(AbortNotice{channel_.rank(), call.sequence, static_cast<uint64_t>(call.kind), reason});
+    tell_peers(AbortNotice{channel_.rank(), call.sequence, static_cast<uint64_t>(call.kind), reason, dead_rank});
     return waited;
 }
 
@@ -226,10 +231,23 @@ void ControlPlane::give_up(CallContext& call, std::unique_ptr<Pending> pending) 
                    std::to_string(channel_.rank()) + " after " + seconds_text(waited) + ": " + missing);
 }
 
-void ControlPlane::peer_died(CallContext& call, std::unique_ptr<Pending> pending, const std::string& dead) {
-    const double waited = stop_call(call, std::move(pending), AbortNotice::Reason::peer_died);
+void ControlPlane::peer_died(CallContext& call, std::unique_ptr<Pending> pending, const DeadPeer& dead) {
+    const double waited = stop_call(call, std::move(pending), AbortNotice::Reason::peer_died, dead.rank);
     break_call(call, call_name(static_cast<uint64_t>(call.kind), call.sequence) + " cannot complete on rank " +
-                   std::to_string(channel_.rank()) + " (it waited " + seconds_text(waited) + "): " + dead);
+                         std::to_string(channel_.rank()) + " (it waited " + seconds_text(waited) +
+                         "): " + dead.sentence + "; " + last_call_of(dead.rank, call));
+}
+
+std::string ControlPlane::last_call_of(int rank, const CallContext& call) {
+    // Its own word, when it answered a question or heartbeat during the call.
+    if (const std::optional<HeardStatus> heard = channel_.last_status(rank); heard && heard->when >= call.started)
+        return "its last call: " + status_text(heard->status) + " (it said so " +
+               seconds_text(duration<double>(Clock::now() - heard->when).count()) + " before)";
+    // Else what agreement proves: every rank entered a call it agreed on.
+    const std::string this_call = call_name(static_cast<uint64_t>(call.kind), call.sequence);
+    if (call.joined_by_all) return "its last call: " + this_call + " (every rank had joined it)";
+    const std::string before = call.sequence <= 1 ? "none" : call_name(call.previous_kind, call.sequence - 1);
+    return "its last call: " + before + ", or " + this_call + " (which it was not yet known to have joined)";
 }
 
 void ControlPlane::break_call(CallContext& call, const std::string& message) {
@@ -274,10 +292,7 @@ std::string ControlPlane::who_is_missing(const CallContext& call, Clock::time_po
         }
         const PeerStatus& peer_status = *answers[peer];
         if (peer_status.sequence == call.sequence && peer_status.in_call) continue;  // joined
-        std::string last = peer_status.sequence == 0
-                               ? "no collective yet"
-                               : call_name(peer_status.kind, peer_status.sequence) +
-                                     (peer_status.in_call ? ", still inside it" : ", finished");
+        const std::string last = status_text(peer_status);
         const std::string state = peer_status.sequence > call.sequence ? " is already past this call (its last: "
                                                                        : " has not joined (its last call: ";
         missing += (missing.empty() ? "" : "; ") + who + state + last + ")";

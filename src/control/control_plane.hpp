@@ -46,6 +46,8 @@ struct CallContext {
     Clock::time_point deadline;
     Clock::time_point stall_warning_at;
     bool stall_reported = false;
+    uint64_t previous_kind = 0;   ///< the CollectiveKind of call sequence - 1 (0: none)
+    bool joined_by_all = false;   ///< agreement finished: every rank entered this call
 };
 
 
@@ -60,8 +62,9 @@ public:
     /// (ddp_comm_split), put before its stall reports and the reason it
     /// broke so that they say which communicator; "" for the world.
     /// `backend_name`: what the flight recorder calls the backend (nullptr:
-    /// the channel's transport). `peer_dead_s`: how long a peer on this host
-    /// may stay stopped before a wait counts it as dead (see PeerLiveness).
+    /// the channel's transport). `peer_dead_s`: how long a peer may stay
+    /// stopped, or silent on another host, before a wait counts it as dead
+    /// (see PeerLiveness).
     ControlPlane(ControlChannel& channel, double timeout_s, double stall_warning_s, double hang_grace_s,
                  size_t flight_recorder_size = 64, std::string flight_recorder_dir = {}, std::string name = {},
                  const char* backend_name = nullptr, double peer_dead_s = default_peer_dead_s);
@@ -128,10 +131,14 @@ public:
 private:
     [[noreturn]] void give_up(CallContext& call, std::unique_ptr<Pending> pending);
     /// As give_up, before the deadline: `dead` says which peer died.
-    [[noreturn]] void peer_died(CallContext& call, std::unique_ptr<Pending> pending, const std::string& dead);
-    /// Abandons the call's operation and tells the peers why (`reason`);
-    /// returns how long the call waited.
-    double stop_call(CallContext& call, std::unique_ptr<Pending> pending, AbortNotice::Reason reason);
+    [[noreturn]] void peer_died(CallContext& call, std::unique_ptr<Pending> pending, const DeadPeer& dead);
+    /// What this rank knows of the last call `rank` made: "its last call:
+    /// allreduce #7, still inside it (it said so 0.8 s before)".
+    std::string last_call_of(int rank, const CallContext& call);
+    /// Abandons the call's operation and tells the peers why (`reason`,
+    /// and the dead rank where one died); returns how long the call waited.
+    double stop_call(CallContext& call, std::unique_ptr<Pending> pending, AbortNotice::Reason reason,
+                     int dead_rank = -1);
     /// After stop_call: marks the call in the flight recorder and breaks the
     /// communicator with `message`.
     [[noreturn]] void break_call(CallContext& call, const std::string& message);

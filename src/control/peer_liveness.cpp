@@ -3,14 +3,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
+#include "control/channel.hpp"
 #include "util/hash.hpp"
 
 namespace ddp {
 
 namespace {
+
+// A wait this old starts the heartbeat; it is sent this often, or four
+// times within the bound where that is shorter.
+constexpr auto heartbeat_interval = std::chrono::seconds(1);
+constexpr size_t host_words = ProcessIdentity::words - 3;
 
 std::string host_name() {
     char name[256] = {};
@@ -47,51 +55,119 @@ std::optional<ProcStat> read_stat(uint64_t pid) {
     return stat;
 }
 
+std::string seconds_text(double seconds) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3g s", seconds);
+    return text;
+}
+
 }  // namespace
+
+std::vector<uint64_t> ProcessIdentity::to_words() const {
+    std::vector<uint64_t> out(words);
+    out[0] = pid;
+    out[1] = start_ticks;
+    out[2] = host_key;
+    std::memcpy(&out[3], host.data(), std::min(host.size(), host_words * sizeof(uint64_t)));
+    return out;
+}
+
+ProcessIdentity ProcessIdentity::from_words(std::span<const uint64_t> in) {
+    ProcessIdentity identity{in[0], in[1], in[2], {}};
+    char name[host_words * sizeof(uint64_t) + 1] = {};
+    std::memcpy(name, &in[3], host_words * sizeof(uint64_t));
+    identity.host = name;
+    return identity;
+}
 
 ProcessIdentity this_process() {
     ProcessIdentity me;
     me.pid = static_cast<uint64_t>(::getpid());
     if (auto stat = read_stat(me.pid)) me.start_ticks = stat->start_ticks;
+    me.host = host_name();
     // The host as /proc sees it: its name, this boot, and the pid namespace
     // (processes in another one have other pids).
     struct stat pid_namespace {};
     ::stat("/proc/self/ns/pid", &pid_namespace);
-    const std::string key = host_name() + "/" + first_line("/proc/sys/kernel/random/boot_id") + "/" +
+    const std::string key = me.host + "/" + first_line("/proc/sys/kernel/random/boot_id") + "/" +
                             std::to_string(pid_namespace.st_ino);
     me.host_key = hash_bytes(key.data(), key.size());
     return me;
 }
 
-PeerLiveness::PeerLiveness(std::vector<ProcessIdentity> peers, int rank, double stopped_bound_s)
-    : stopped_bound_s_(stopped_bound_s), host_(host_name()) {
-    if (peers.empty()) return;
-    const uint64_t my_host = peers.at(static_cast<size_t>(rank)).host_key;  // this process's own entry
-    for (size_t r = 0; r < peers.size(); ++r)
-        if (static_cast<int>(r) != rank && peers[r].host_key == my_host && peers[r].pid != 0)
-            here_.push_back(Peer{static_cast<int>(r), peers[r], std::nullopt});
+PeerLiveness::PeerLiveness(ControlChannel& channel, double bound_s)
+    : channel_(channel),
+      processes_(channel.processes()),
+      bound_s_(bound_s),
+      ping_interval_(std::min<Clock::duration>(
+          heartbeat_interval,
+          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(bound_s / 4)))) {
+    if (processes_.empty()) return;
+    const int rank = channel.rank();
+    const uint64_t my_host = processes_.at(static_cast<size_t>(rank)).host_key;
+    for (size_t r = 0; r < processes_.size(); ++r) {
+        if (static_cast<int>(r) == rank || processes_[r].pid == 0) continue;
+        if (processes_[r].host_key == my_host)
+            here_.push_back(Peer{static_cast<int>(r), std::nullopt});
+        else
+            away_.push_back(static_cast<int>(r));
+    }
 }
 
-std::optional<std::string> PeerLiveness::dead_peer(std::chrono::steady_clock::time_point now) {
-    for (Peer& peer : here_) {
-        auto who = [&] {
-            return "rank " + std::to_string(peer.rank) + " (pid " + std::to_string(peer.identity.pid) + " on host " +
-                   host_ + ")";
-        };
-        const std::optional<ProcStat> stat = read_stat(peer.identity.pid);
-        if (!stat || stat->start_ticks != peer.identity.start_ticks) return who() + " exited";
-        if (stat->state == 'Z' || stat->state == 'X') return who() + " exited (its process is a zombie)";
-        if (stat->state != 'T' && stat->state != 't') {
-            peer.stopped_since.reset();
-            continue;
-        }
-        if (!peer.stopped_since) peer.stopped_since = now;
-        const double stopped = std::chrono::duration<double>(now - *peer.stopped_since).count();
-        if (stopped >= stopped_bound_s_)
-            return who() + " has been stopped (SIGSTOP or a debugger) for over " +
-                   std::to_string(static_cast<int>(stopped_bound_s_)) + " s";
+std::string PeerLiveness::who(int rank) const {
+    const std::string name = "rank " + std::to_string(rank);
+    if (rank < 0 || static_cast<size_t>(rank) >= processes_.size()) return name;
+    const ProcessIdentity& process = processes_[static_cast<size_t>(rank)];
+    return name + " (pid " + std::to_string(process.pid) + " on host " + process.host + ")";
+}
+
+std::optional<DeadPeer> PeerLiveness::dead_peer(Clock::time_point now, Clock::time_point wait_started) {
+    for (Peer& peer : here_)
+        if (auto dead = dead_here(peer, now)) return dead;
+    // Heartbeats need the peers' control threads: without them a peer
+    // computing outside libddp could not answer.
+    if (away_.empty() || !channel_.answers_in_background()) return std::nullopt;
+    if (wait_started != wait_started_) {  // a new wait
+        wait_started_ = wait_started;
+        pinging_since_.reset();
     }
+    if (now - wait_started < heartbeat_interval) return std::nullopt;
+    if (!pinging_since_) {
+        pinging_since_ = now;
+        next_ping_ = now;
+    }
+    if (now >= next_ping_) {
+        channel_.ping(away_);
+        next_ping_ = now + ping_interval_;
+    }
+    for (int rank : away_)
+        if (auto dead = silent_away(rank, now)) return dead;
     return std::nullopt;
+}
+
+std::optional<DeadPeer> PeerLiveness::dead_here(Peer& peer, Clock::time_point now) {
+    const ProcessIdentity& identity = processes_[static_cast<size_t>(peer.rank)];
+    const std::optional<ProcStat> stat = read_stat(identity.pid);
+    if (!stat || stat->start_ticks != identity.start_ticks) return DeadPeer{peer.rank, who(peer.rank) + " exited"};
+    if (stat->state == 'Z' || stat->state == 'X')
+        return DeadPeer{peer.rank, who(peer.rank) + " exited (its process is a zombie)"};
+    if (stat->state != 'T' && stat->state != 't') {
+        peer.stopped_since.reset();
+        return std::nullopt;
+    }
+    if (!peer.stopped_since) peer.stopped_since = now;
+    if (std::chrono::duration<double>(now - *peer.stopped_since).count() < bound_s_) return std::nullopt;
+    return DeadPeer{peer.rank,
+                    who(peer.rank) + " has been stopped (SIGSTOP or a debugger) for over " + seconds_text(bound_s_)};
+}
+
+std::optional<DeadPeer> PeerLiveness::silent_away(int rank, Clock::time_point now) {
+    const auto bound = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(bound_s_));
+    if (now - *pinging_since_ < bound) return std::nullopt;
+    const std::optional<Clock::time_point> heard = channel_.last_heard_from(rank);
+    if (heard && now - *heard < bound) return std::nullopt;
+    return DeadPeer{rank, who(rank) + " has not answered a heartbeat for over " + seconds_text(bound_s_) +
+                              " (it died, was stopped, or the network cut it off)"};
 }
 
 }  // namespace ddp

@@ -77,9 +77,44 @@ def test_a_rank_that_dies_mid_collective_fails_every_survivor_within_seconds(tmp
     for line in survivors_report(result, ranks):
         assert "raised after" in line, line
         assert float(line.split("raised after ")[1].split(" s")[0]) < BOUND_S, line
-        # The survivor that found it names the rank, its pid and host; one told by it says so.
-        dead = f"rank {ranks - 1} (pid "
-        assert (dead in line and " exited" in line) or "found a dead peer" in line, line
+        assert_names_the_dead_rank(line, ranks - 1)
+
+
+def assert_names_the_dead_rank(line, rank):
+    """The survivor that found it names the rank, its pid and host, and what
+    it last called; one told by it says who found whom."""
+    dead = f"rank {rank} (pid "
+    found = dead in line and " exited" in line and "its last call: " in line
+    told = f"found {dead}" in line and " dead during " in line
+    assert found or told, line
+
+
+@pytest.mark.parametrize("death", DEATHS)
+def test_a_rank_that_dies_mid_reducer_step_fails_every_survivor_within_seconds(tmp_path, death):
+    """The last of 3 ranks dies after marking one of two gradients ready: the
+    first bucket's allreduce is in flight, and the survivors, which marked
+    both, wait for the step in vain."""
+    result, _ = run(tmp_path, f"""
+        reducer = comm.reducer([np.ones(1 << 18), np.ones(1 << 18)], fusion_bytes=1 << 20)
+        for step in range(2):
+            reducer.mark_ready(1)
+            reducer.mark_ready(0)
+            reducer.wait()
+        started = time.monotonic()
+        try:
+            reducer.mark_ready(1)
+            if comm.rank == last:
+                {DEATHS[death]}
+            reducer.mark_ready(0)
+            reducer.wait()
+            print(f"survivor {{comm.rank}} finished: wrong", flush=True)
+        except ddp.TimeoutError as error:
+            print(f"survivor {{comm.rank}} raised after {{time.monotonic() - started:.2f}} s: {{error}}", flush=True)
+    """, ranks=3)
+    for line in survivors_report(result, 3):
+        assert "raised after" in line, line
+        assert float(line.split("raised after ")[1].split(" s")[0]) < BOUND_S, line
+        assert_names_the_dead_rank(line, 2)
 
 
 def test_a_stopped_rank_counts_as_dead_and_fails_at_once_when_continued(tmp_path):
@@ -109,7 +144,7 @@ def test_a_stopped_rank_counts_as_dead_and_fails_at_once_when_continued(tmp_path
     continued = [l.split("survivor ")[0] for l in reports(result.stdout, "continued rank ")]
     assert continued and "raised after" in continued[0], result.stdout + result.stderr[-2000:]
     assert float(continued[0].split("raised after ")[1].split(" s")[0]) < 1.0, continued[0]
-    assert "rank 0 found a dead peer" in continued[0], continued[0]
+    assert "rank 0 found rank 1 (pid " in continued[0], continued[0]
 
 
 def test_a_rank_computing_longer_than_the_bound_is_not_called_dead(tmp_path):

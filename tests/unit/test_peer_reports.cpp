@@ -21,10 +21,15 @@ public:
 };
 
 /// Rank 0 of two; rank 1 answers no question within the deadline and was
-/// last heard from at `heard` (empty: never).
+/// last heard from at `heard` (empty: never). With `identities`, the ranks'
+/// processes are known; with `answers_heartbeats`, rank 1 answers every
+/// heartbeat at once.
 class SilentPeerChannel final : public ControlChannel {
 public:
     std::optional<Clock::time_point> heard;
+    std::vector<ProcessIdentity> identities;
+    bool answers_heartbeats = false;
+    int heartbeats = 0;
 
     const char* name() const override { return "silent peer"; }
     int rank() const override { return 0; }
@@ -55,6 +60,12 @@ public:
     std::optional<Clock::time_point> last_heard_from(int peer) override {
         return peer == 1 ? heard : std::nullopt;
     }
+    std::optional<HeardStatus> last_status(int) override { return std::nullopt; }
+    void ping(std::span<const int> peers) override {
+        heartbeats += static_cast<int>(peers.size());
+        if (answers_heartbeats) heard = Clock::now();
+    }
+    std::vector<ProcessIdentity> processes() const override { return identities; }
     bool answers_in_background() const override { return true; }
     std::unique_ptr<Pending> start_finalize_barrier() override { return never(); }
     int node_leader() const override { return 0; }
@@ -96,6 +107,48 @@ TEST(PeerReports, APeerSilentSinceTheCallStartedDidNotAnswer) {
         EXPECT_NE(message.find("rank 1 did not answer (dead, hung"), std::string::npos) << message;
         EXPECT_EQ(message.find("slow"), std::string::npos) << message;
     }
+}
+
+/// The message of a barrier on rank 0 whose peer, rank 1, runs on another
+/// host (seen only through heartbeats), with a 0.5 s bound for silence and
+/// the timeout `timeout_s`; `seconds` gets how long the call took.
+std::string message_about_a_peer_away(SilentPeerChannel& backend, double timeout_s, double& seconds) {
+    backend.identities = {ProcessIdentity{1, 1, 1, "near"}, ProcessIdentity{77, 1, 2, "far"}};
+    ControlPlane control(backend, timeout_s, 100, 0, 64, {}, {}, nullptr, 0.5);
+    CallContext call = control.begin(CollectiveKind::barrier, 0);
+    const auto started = Clock::now();
+    try {
+        control.wait(call, backend.start_finalize_barrier(), WaitStyle::for_peers);
+    } catch (const Error& error) {
+        seconds = std::chrono::duration<double>(Clock::now() - started).count();
+        EXPECT_EQ(error.status(), DDP_ERR_TIMEOUT);
+        control.end();
+        return error.what();
+    }
+    ADD_FAILURE() << "the barrier did not fail";
+    return "";
+}
+
+TEST(PeerReports, APeerAwayThatStopsAnsweringHeartbeatsIsDeadWithinTheBound) {
+    SilentPeerChannel backend;
+    double seconds = 0;
+    const std::string message = message_about_a_peer_away(backend, 1800, seconds);
+    // Heartbeats start a second into the wait; silence past 0.5 s then is death.
+    EXPECT_LT(seconds, 10) << message;
+    EXPECT_GE(backend.heartbeats, 1);
+    EXPECT_NE(message.find("rank 1 (pid 77 on host far) has not answered a heartbeat"), std::string::npos) << message;
+    EXPECT_NE(message.find("; its last call: none, or barrier #1"), std::string::npos) << message;
+}
+
+TEST(PeerReports, APeerAwayThatAnswersHeartbeatsIsNeverCalledDead) {
+    SilentPeerChannel backend;
+    backend.answers_heartbeats = true;
+    double seconds = 0;
+    // Five times the bound: the call ends by its timeout, not as a death.
+    const std::string message = message_about_a_peer_away(backend, 2.5, seconds);
+    EXPECT_GE(backend.heartbeats, 1);
+    EXPECT_NE(message.find("timed out on rank 0"), std::string::npos) << message;
+    EXPECT_EQ(message.find("heartbeat"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -211,7 +211,8 @@ private:
 };
 
 // Tags on the control communicator.
-enum ControlTag : int { query_tag = 1, reply_tag = 2, abort_tag = 3 };
+// A heartbeat (ping) is answered on pong_tag with the answerer's status.
+enum ControlTag : int { query_tag = 1, reply_tag = 2, abort_tag = 3, ping_tag = 4, pong_tag = 5 };
 
 class MpiTransport final : public Transport, public ControlChannel, public HostPlane {
 public:
@@ -417,10 +418,28 @@ public:
             check(MPI_Irecv(&query_word_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, query_tag, control_, &query_receive_),
                   "MPI_Irecv");
         }
+        check(MPI_Test(&ping_receive_, &done, &status), "MPI_Test");
+        if (done) {
+            heard(status.MPI_SOURCE);
+            const PeerStatus mine = status_ ? status_() : PeerStatus{};
+            auto& pong = replies_.emplace_back();
+            pong.words = {mine.sequence, mine.kind, mine.in_call ? 1u : 0u};
+            check(MPI_Isend(pong.words.data(), 3, MPI_UINT64_T, status.MPI_SOURCE, pong_tag, control_, &pong.request),
+                  "MPI_Isend");
+            check(MPI_Irecv(&ping_word_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, ping_tag, control_, &ping_receive_),
+                  "MPI_Irecv");
+        }
+        check(MPI_Test(&pong_receive_, &done, &status), "MPI_Test");
+        if (done) {
+            said(status.MPI_SOURCE, PeerStatus{pong_words_[0], pong_words_[1], pong_words_[2] != 0});
+            check(MPI_Irecv(pong_words_.data(), 3, MPI_UINT64_T, MPI_ANY_SOURCE, pong_tag, control_, &pong_receive_),
+                  "MPI_Irecv");
+        }
         check(MPI_Test(&abort_receive_, &done, MPI_STATUS_IGNORE), "MPI_Test");
         if (done) {
             const AbortNotice arrived{static_cast<int>(abort_words_[0]), abort_words_[1], abort_words_[2],
-                                      static_cast<AbortNotice::Reason>(abort_words_[3])};
+                                      static_cast<AbortNotice::Reason>(abort_words_[3]),
+                                      static_cast<int>(static_cast<int64_t>(abort_words_[4]))};
             heard(arrived.from_rank);
             // The first notice stays, except that a peer that stopped (gave up,
             // aborted, failed on its GPU) outranks one that merely finalized:
@@ -431,7 +450,7 @@ public:
                 notice_ = arrived;
                 has_notice_.store(true, std::memory_order_release);
             }
-            check(MPI_Irecv(abort_words_.data(), 4, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_,
+            check(MPI_Irecv(abort_words_.data(), 5, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_,
                             &abort_receive_),
                   "MPI_Irecv");
         }
@@ -454,9 +473,10 @@ public:
             if (peer == rank_) continue;
             auto& message = aborts_sent_.emplace_back();
             message.words = {static_cast<uint64_t>(notice.from_rank), notice.sequence, notice.kind,
-                             static_cast<uint64_t>(notice.reason)};
+                             static_cast<uint64_t>(notice.reason),
+                             static_cast<uint64_t>(static_cast<int64_t>(notice.dead_rank))};
             // A peer that died makes this fail or never finish; neither matters.
-            MPI_Isend(message.words.data(), 4, MPI_UINT64_T, peer, abort_tag, control_, &message.request);
+            MPI_Isend(message.words.data(), 5, MPI_UINT64_T, peer, abort_tag, control_, &message.request);
         }
     }
 
@@ -498,6 +518,7 @@ public:
                 }
                 answers[static_cast<size_t>(receipt.peer)] =
                     PeerStatus{receipt.words[1], receipt.words[2], receipt.words[3] != 0};
+                said(receipt.peer, *answers[static_cast<size_t>(receipt.peer)]);
                 --missing;
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -517,6 +538,20 @@ public:
         const Clock::time_point when = heard_.at(static_cast<size_t>(peer));
         if (when == Clock::time_point::min()) return std::nullopt;
         return when;
+    }
+
+    std::optional<HeardStatus> last_status(int peer) override {
+        std::lock_guard lock(control_mutex_);
+        return said_.at(static_cast<size_t>(peer));
+    }
+
+    void ping(std::span<const int> peers) override {
+        std::lock_guard lock(control_mutex_);
+        for (int peer : peers) {
+            auto& question = replies_.emplace_back();
+            // A peer that died makes this fail or never finish; neither matters.
+            MPI_Isend(question.words.data(), 1, MPI_UINT64_T, peer, ping_tag, control_, &question.request);
+        }
     }
 
     bool answers_in_background() const override { return responder_.joinable(); }
@@ -553,7 +588,7 @@ public:
             comm_ = control_ = MPI_COMM_NULL;
             return;
         }
-        for (MPI_Request* receive : {&query_receive_, &abort_receive_}) {
+        for (MPI_Request* receive : {&query_receive_, &abort_receive_, &ping_receive_, &pong_receive_}) {
             MPI_Cancel(receive);
             MPI_Wait(receive, MPI_STATUS_IGNORE);
         }
@@ -571,7 +606,7 @@ public:
 
 private:
     struct Message {
-        std::array<uint64_t, 4> words{};
+        std::array<uint64_t, 5> words{};
         MPI_Request request = MPI_REQUEST_NULL;
         int peer = -1;
     };
@@ -597,14 +632,17 @@ private:
         MPI_Group_free(&group);
         MPI_Comm_free(&node);
         // Every rank's process, for finding dead peers on this host.
-        const ProcessIdentity me = this_process();
-        const uint64_t mine[3] = {me.pid, me.start_ticks, me.host_key};
-        std::vector<uint64_t> all(3 * static_cast<size_t>(size_));
-        check(MPI_Allgather(mine, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, control_), "MPI_Allgather");
+        constexpr int words = ProcessIdentity::words;
+        const std::vector<uint64_t> mine = this_process().to_words();
+        std::vector<uint64_t> all(words * static_cast<size_t>(size_));
+        check(MPI_Allgather(mine.data(), words, MPI_UINT64_T, all.data(), words, MPI_UINT64_T, control_),
+              "MPI_Allgather");
         processes_.resize(static_cast<size_t>(size_));
-        for (size_t r = 0; r < processes_.size(); ++r) processes_[r] = {all[3 * r], all[3 * r + 1], all[3 * r + 2]};
+        for (size_t r = 0; r < processes_.size(); ++r)
+            processes_[r] = ProcessIdentity::from_words(std::span(all).subspan(words * r, words));
         user_ops_ = std::make_unique<UserOps>();
         heard_.assign(static_cast<size_t>(size_), Clock::time_point::min());
+        said_.assign(static_cast<size_t>(size_), std::nullopt);
         post_control_receives();
     }
 
@@ -623,10 +661,21 @@ private:
         if (peer >= 0 && peer < size_) heard_[static_cast<size_t>(peer)] = Clock::now();
     }
 
+    /// Notes what `peer` said it was doing (control_mutex_ held).
+    void said(int peer, const PeerStatus& status) {
+        if (peer < 0 || peer >= size_) return;
+        heard(peer);
+        said_[static_cast<size_t>(peer)] = HeardStatus{status, Clock::now()};
+    }
+
     void post_control_receives() {
+        check(MPI_Irecv(&ping_word_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, ping_tag, control_, &ping_receive_),
+              "MPI_Irecv");
+        check(MPI_Irecv(pong_words_.data(), 3, MPI_UINT64_T, MPI_ANY_SOURCE, pong_tag, control_, &pong_receive_),
+              "MPI_Irecv");
         check(MPI_Irecv(&query_word_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, query_tag, control_, &query_receive_),
               "MPI_Irecv");
-        check(MPI_Irecv(abort_words_.data(), 4, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_, &abort_receive_),
+        check(MPI_Irecv(abort_words_.data(), 5, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_, &abort_receive_),
               "MPI_Irecv");
     }
 
@@ -652,13 +701,17 @@ private:
     std::mutex control_mutex_;
     std::function<PeerStatus()> status_;
     uint64_t query_word_ = 0;
-    std::array<uint64_t, 4> abort_words_{};
+    std::array<uint64_t, 5> abort_words_{};
+    uint64_t ping_word_ = 0;
+    std::array<uint64_t, 3> pong_words_{};
     MPI_Request query_receive_ = MPI_REQUEST_NULL, abort_receive_ = MPI_REQUEST_NULL;
+    MPI_Request ping_receive_ = MPI_REQUEST_NULL, pong_receive_ = MPI_REQUEST_NULL;
     std::list<Message> replies_, aborts_sent_;  // lists: MPI holds pointers into them
     std::optional<AbortNotice> notice_;
     std::atomic<bool> has_notice_{false};
     uint64_t nonce_ = 0;
     std::vector<Clock::time_point> heard_;  ///< per peer; min(): never
+    std::vector<std::optional<HeardStatus>> said_;  ///< per peer
     std::vector<ProcessIdentity> processes_;  ///< by rank, from set_up
     std::vector<std::unique_ptr<Pending>> abandoned_;
 

@@ -54,6 +54,8 @@ public:
     void send_abort(const AbortNotice&) override {}
     std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point) override { return {std::nullopt}; }
     std::optional<Clock::time_point> last_heard_from(int) override { return std::nullopt; }
+    std::optional<HeardStatus> last_status(int) override { return std::nullopt; }
+    void ping(std::span<const int>) override {}
 
     bool answers_in_background() const override { return true; }
     std::unique_ptr<Pending> start_finalize_barrier() override { return nullptr; }
