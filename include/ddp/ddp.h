@@ -371,6 +371,16 @@ typedef struct ddp_collective_options {
      *  of them NULL. Read only while a timeline is recording; never part of
      *  agreement. Local. (Added in 1.2.) */
     const char* const* names;
+    /** Nonzero marks a call that a language binding makes for its own
+     *  purposes (checking that the ranks' arguments agree, explaining a
+     *  mismatch), not one its user asked for. Messages, stall reports, the
+     *  hang watchdog and the flight recorder number the user's calls 1, 2,
+     *  3, ... without these, so that the user's 50th call is "allreduce
+     *  #50"; a marked call is named "the binding's own allreduce after call
+     *  #50", and its flight recorder entry says "binding": true. Every rank
+     *  must mark the same calls. 0 (the default) for every call a program
+     *  makes itself. Local. (Added in 1.3.) */
+    int32_t for_binding;
 } ddp_collective_options;
 
 /** The value of cudaStreamPerThread, for ddp_collective_options.cuda_stream

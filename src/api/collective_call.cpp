@@ -36,12 +36,13 @@ CallOptions checked_call_options(const ddp_collective_options* opts, const Commu
     const int64_t fusion_bytes = read.fusion_bytes != 0      ? read.fusion_bytes
                                  : settings.autotune_buckets ? 0
                                                              : settings.fusion_bytes;
-    return {fusion_bytes, read.timeout_s, read.cuda_stream, read.names};
+    return {fusion_bytes, read.timeout_s, read.cuda_stream, read.names, read.for_binding != 0};
 }
 
 void complete_call(CollectiveCall& call, CollectiveKind kind, const CallOptions& options, const Communicator& comm) {
     call.kind = kind;
     call.timeout_s = options.timeout_s;
+    call.for_binding = options.for_binding;
     call.on_device = checked_list_place(call.tensors, list_name(kind), comm.gpu());
     if (!call.outputs.empty()) checked_list_place(call.outputs, "outputs", comm.gpu());  // as the inputs' (checked_outputs)
     if (options.names != nullptr) call.names = std::span(options.names, call.tensors.size());

@@ -21,6 +21,7 @@ struct CallOptions {
     double timeout_s;
     void* cuda_stream;
     const char* const* names;
+    bool for_binding;
 };
 
 CallOptions checked_call_options(const ddp_collective_options* opts, const Communicator& comm);

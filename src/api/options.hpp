@@ -22,6 +22,7 @@ inline ddp_collective_options default_collective_options() {
     opts.timeout_s = 0;
     opts.cuda_stream = nullptr;  // the legacy default stream
     opts.names = nullptr;
+    opts.for_binding = 0;
     return opts;
 }
 

@@ -77,9 +77,11 @@ inline std::vector<size_t> released_sizes<ddp_init_options>() {
 }
 template <>
 inline std::vector<size_t> released_sizes<ddp_collective_options>() {
-    // 0.1: {struct_size, fusion_bytes}; 1.0: + timeout_s; 1.1: + cuda_stream; 1.2: + names.
+    // 0.1: {struct_size, fusion_bytes}; 1.0: + timeout_s; 1.1: + cuda_stream; 1.2: + names;
+    // 1.3: + for_binding.
     return {offsetof(ddp_collective_options, timeout_s), offsetof(ddp_collective_options, cuda_stream),
-            offsetof(ddp_collective_options, names), sizeof(ddp_collective_options)};
+            offsetof(ddp_collective_options, names), offsetof(ddp_collective_options, for_binding),
+            sizeof(ddp_collective_options)};
 }
 
 template <typename Options>

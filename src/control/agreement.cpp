@@ -23,8 +23,11 @@ std::string tensor_text(std::span<const uint64_t> words, size_t index) {
            device_type_name(static_cast<int>(type >> 32));
 }
 
-// One sentence naming ranks a and b and what differs first between them.
-std::string explain(std::span<const uint64_t> a, int rank_a, std::span<const uint64_t> b, int rank_b) {
+// One sentence naming ranks a and b and what differs first between them;
+// `names` (this rank's, where the caller gave them) name the tensors as
+// the program does.
+std::string explain(std::span<const uint64_t> a, int rank_a, std::span<const uint64_t> b, int rank_b,
+                    std::span<const char* const> names = {}) {
     const std::string ra = "rank " + std::to_string(rank_a), rb = "rank " + std::to_string(rank_b);
     if (a[kind_word] != b[kind_word])
         return ra + " called " + kind_name(a[kind_word]) + " but " + rb + " called " + kind_name(b[kind_word]);
@@ -54,16 +57,19 @@ std::string explain(std::span<const uint64_t> a, int rank_a, std::span<const uin
                std::to_string(b[scalars_word]);
     const std::string item =
         a[kind_word] == static_cast<uint64_t>(CollectiveKind::sync_optimizer_state) ? "leaf" : "tensor";
+    auto item_name = [&](size_t i) {
+        const char* name = i < names.size() ? names[i] : nullptr;
+        return item + " " + std::to_string(i) + (name != nullptr ? " (" + std::string(name) + ")" : std::string());
+    };
     const size_t common = std::min(a[count_word], b[count_word]);
     for (size_t i = 0; i < common; ++i) {
         if (a[header_words + 2 * i] != b[header_words + 2 * i] ||
             a[header_words + 2 * i + 1] != b[header_words + 2 * i + 1])
-            return prefix + item + " " + std::to_string(i) + " is " + tensor_text(a, i) + " on " + ra + " but " +
-                   tensor_text(b, i) + " on " + rb;
+            return prefix + item_name(i) + " is " + tensor_text(a, i) + " on " + ra + " but " + tensor_text(b, i) +
+                   " on " + rb;
     }
     return prefix + ra + " passed " + std::to_string(a[count_word]) + " " + item + "s but " + rb + " passed " +
-           std::to_string(b[count_word]) + " (" + item + " " + std::to_string(common) +
-           " is the first present on one rank only)";
+           std::to_string(b[count_word]) + " (" + item_name(common) + " is the first present on one rank only)";
 }
 
 // What the flight recorder keeps of a call's words.
@@ -146,7 +152,7 @@ int64_t described_bytes(std::span<const uint64_t> words) {
 }
 
 void agree(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
-           const CarriedAllreduce* carried, uint64_t* vote) {
+           const CarriedAllreduce* carried, uint64_t* vote, std::span<const char* const> names) {
     const uint64_t hash = hash_words(words);
     control.flight_recorder().described(context.sequence, summary_of(words, hash));
     {
@@ -157,7 +163,10 @@ void agree(ControlChannel& channel, ControlPlane& control, CallContext& context,
             if (carried) span.event().bytes = carried->count * static_cast<int64_t>(element_size(carried->dtype));
         }
         if (!hashes_agree(control, context, hash, carried, vote))
-            throw mismatch(channel, control, context, words, explain);
+            throw mismatch(channel, control, context, words,
+                           [names](std::span<const uint64_t> a, int rank_a, std::span<const uint64_t> b, int rank_b) {
+                               return explain(a, rank_a, b, rank_b, names);
+                           });
     }
     control.flight_recorder().agreed(context.sequence);
 }
@@ -195,7 +204,9 @@ void agree_on_invalid_call(ControlChannel& channel, ControlPlane& control, CallC
     control.flight_recorder().described(context.sequence, summary_of(words, hash_words(words)));
     try {
         if (!hashes_agree(control, context, hash_words(words)))
-            mismatch(channel, control, context, words, explain);
+            mismatch(channel, control, context, words, [](auto a, int rank_a, auto b, int rank_b) {
+                return explain(a, rank_a, b, rank_b);
+            });
     } catch (const Error&) {
         // This rank reports its own validation error, not the mismatch or a timeout.
     }

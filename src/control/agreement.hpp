@@ -51,9 +51,11 @@ struct CarriedAllreduce {
 /// differ between ranks without making the calls differ (whether its
 /// tensors lie in one region of memory): it comes back as the largest word
 /// any rank passed, in the same message. Throws DDP_ERR_MISMATCH when
-/// ranks differ, DDP_ERR_TIMEOUT past the deadline.
+/// ranks differ (naming a tensor by its index and, where `names` gives it,
+/// by the program's name for it), DDP_ERR_TIMEOUT past the deadline.
 void agree(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
-           const CarriedAllreduce* carried = nullptr, uint64_t* vote = nullptr);
+           const CarriedAllreduce* carried = nullptr, uint64_t* vote = nullptr,
+           std::span<const char* const> names = {});
 
 /// One sentence saying how rank a's words differ from rank b's.
 using ExplainDifference =

@@ -23,6 +23,7 @@ struct PeerStatus {
     uint64_t sequence = 0;   ///< the number of the last collective it entered (1-based; 0: none)
     uint64_t kind = 0;       ///< that collective's CollectiveKind
     bool in_call = false;    ///< whether it is still inside that collective
+    uint64_t label = 0;      ///< that collective's CallLabel, as a word (how messages name it)
 };
 
 /// A message a rank sends to all its peers when it stops taking part: it
@@ -34,6 +35,7 @@ struct AbortNotice {
     uint64_t kind = 0;      ///< and its CollectiveKind
     Reason reason = Reason::gave_up;
     int dead_rank = -1;     ///< peer_died: the rank the sender found dead
+    uint64_t label = 0;     ///< the CallLabel of the sender's last collective, as a word
 };
 
 /// What a peer last said it was doing, and when it said so.

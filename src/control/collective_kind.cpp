@@ -21,8 +21,10 @@ const char* kind_name(uint64_t kind) {
     return "an unknown collective";
 }
 
-std::string call_name(uint64_t kind, uint64_t sequence) {
-    return std::string(kind_name(kind)) + " #" + std::to_string(sequence);
+std::string call_name(uint64_t kind, CallLabel label) {
+    if (!label.for_binding) return std::string(kind_name(kind)) + " #" + std::to_string(label.number);
+    return std::string("the binding's own ") + kind_name(kind) +
+           (label.number == 0 ? std::string(" before call #1") : " after call #" + std::to_string(label.number));
 }
 
 }  // namespace ddp

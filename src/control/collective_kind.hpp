@@ -26,7 +26,21 @@ enum class CollectiveKind : uint64_t {
 /// "allreduce", ...; "an unknown collective" for other values.
 const char* kind_name(uint64_t kind);
 
-/// "allreduce #5": a communicator's collective by kind and number.
-std::string call_name(uint64_t kind, uint64_t sequence);
+/// How messages name a call. The user's calls are numbered 1, 2, 3, ... in
+/// the order made; a call a language binding makes for its own purposes
+/// (ddp_collective_options.for_binding) is left out of that count and named
+/// after the user's call it follows, so that the user's 50th call is #50.
+struct CallLabel {
+    uint64_t number = 0;       ///< the user's call number (for a binding's call: the one before it)
+    bool for_binding = false;
+
+    static constexpr uint64_t binding_bit = uint64_t{1} << 63;
+    /// As one word in messages between ranks, and back.
+    uint64_t word() const { return number | (for_binding ? binding_bit : 0); }
+    static CallLabel from_word(uint64_t word) { return {word & ~binding_bit, (word & binding_bit) != 0}; }
+};
+
+/// "allreduce #5", or "the binding's own allreduce after call #5".
+std::string call_name(uint64_t kind, CallLabel label);
 
 }  // namespace ddp

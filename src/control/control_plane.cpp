@@ -32,7 +32,8 @@ std::string seconds_text(double seconds) {
 /// "allreduce #7, still inside it", "barrier #4, finished", "no collective yet".
 std::string status_text(const PeerStatus& status) {
     if (status.sequence == 0) return "no collective yet";
-    return call_name(status.kind, status.sequence) + (status.in_call ? ", still inside it" : ", finished");
+    return call_name(status.kind, CallLabel::from_word(status.label)) +
+           (status.in_call ? ", still inside it" : ", finished");
 }
 
 }  // namespace
@@ -58,19 +59,27 @@ ControlPlane::ControlPlane(ControlChannel& channel, double timeout_s, double sta
       watched_(channel.rank(), hang_grace_s),
       liveness_(channel, peer_dead_s) {}
 
-CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s) {
+CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s, bool for_binding) {
     require_usable();
     const uint64_t sequence = sequence_.fetch_add(1, std::memory_order_relaxed) + 1;
+    const CallLabel label{for_binding ? user_calls_.load(std::memory_order_relaxed)
+                                      : user_calls_.fetch_add(1, std::memory_order_relaxed) + 1,
+                          for_binding};
     const uint64_t previous_kind = kind_.exchange(static_cast<uint64_t>(kind), std::memory_order_relaxed);
+    const uint64_t previous_label = label_.exchange(label.word(), std::memory_order_relaxed);
     in_call_.store(true, std::memory_order_release);
-    recorder_.entered(sequence, static_cast<uint64_t>(kind));
+    recorder_.entered(sequence, static_cast<uint64_t>(kind), label.word());
     const double timeout = call_timeout_s > 0 ? call_timeout_s : timeout_s_;
-    CallContext call{kind,  sequence,      Clock::now(), deadline_after(timeout), deadline_after(stall_warning_s_),
-                     false, previous_kind, false};
+    CallContext call{kind,          sequence,
+                     Clock::now(),  deadline_after(timeout),
+                     deadline_after(stall_warning_s_),
+                     false,         label,
+                     previous_kind, CallLabel::from_word(previous_label),
+                     false};
     // A reducer step spans the caller's computing between its marks: only
     // its waits are watched.
     watching_call_ = kind != CollectiveKind::reducer_step;
-    if (watching_call_) watched_.enter(static_cast<uint64_t>(kind), sequence, call.started, call.deadline);
+    if (watching_call_) watched_.enter(static_cast<uint64_t>(kind), label.word(), call.started, call.deadline);
     return call;
 }
 
@@ -88,7 +97,7 @@ void ControlPlane::record_mismatch(const CallContext& call) {
 
 PeerStatus ControlPlane::status() const {
     return PeerStatus{sequence_.load(std::memory_order_relaxed), kind_.load(std::memory_order_relaxed),
-                      in_call_.load(std::memory_order_acquire)};
+                      in_call_.load(std::memory_order_acquire), label_.load(std::memory_order_relaxed)};
 }
 
 void ControlPlane::require_usable(bool may_poll) {
@@ -104,12 +113,12 @@ std::optional<std::string> ControlPlane::failure_from_notice(uint64_t sequence) 
     const std::string peer = "rank " + std::to_string(notice->from_rank);
     const std::string mine = "rank " + std::to_string(channel_.rank());
     const std::string its_call = notice->sequence == 0 ? std::string("its first collective")
-                                                       : call_name(notice->kind, notice->sequence);
+                                                       : call_name(notice->kind, CallLabel::from_word(notice->label));
     switch (notice->reason) {
     case AbortNotice::Reason::finalizing:
         if (sequence <= notice->sequence) return std::nullopt;  // the peer took part in this one
-        return peer + " finalized the communicator after " + its_call + ", so " + mine + "'s collective #" +
-               std::to_string(sequence) + " can never complete; the communicator is unusable";
+        return peer + " finalized the communicator after " + its_call + ", so " + mine +
+               "'s collectives after it can never complete; the communicator is unusable";
     case AbortNotice::Reason::aborted:
         return peer + " aborted the communicator (ddp_comm_abort, after " + its_call + ") and told " + mine +
                "; the communicator is unusable: finalize it and end the job";
@@ -139,7 +148,7 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
     if (!pending) return;
     // Past the deadline plus the grace, a thread still in here is stuck (the
     // async worker's waits, and a reducer step's, are watched only here).
-    const WatchedWaits::Scope watched(watched_, static_cast<uint64_t>(call.kind), call.sequence, call.started,
+    const WatchedWaits::Scope watched(watched_, static_cast<uint64_t>(call.kind), call.label.word(), call.started,
                                       call.deadline);
     // Broken already (a timeout of an earlier bucket, ddp_comm_abort): no new wait.
     if (broken()) fail_broken("", std::move(pending));
@@ -193,7 +202,7 @@ void ControlPlane::abort(const std::string& reason) {
     const PeerStatus mine = status();
     mark_broken("rank " + std::to_string(channel_.rank()) + " aborted the communicator (" + reason +
                 "); it is unusable: finalize it and end the job");
-    tell_peers(AbortNotice{channel_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::aborted});
+    tell_peers(AbortNotice{channel_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::aborted, -1, mine.label});
 }
 
 void ControlPlane::break_from_device(ddp_status failure, const std::string& message, bool on_caller_thread) {
@@ -202,7 +211,8 @@ void ControlPlane::break_from_device(ddp_status failure, const std::string& mess
                     "; the communicator is unusable: finalize it and end the job",
                 failure);
     if (on_caller_thread || channel_.allows_concurrent_calls())
-        tell_peers(AbortNotice{channel_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::device_failed});
+        tell_peers(
+            AbortNotice{channel_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::device_failed, -1, mine.label});
 }
 
 void ControlPlane::tell_peers(const AbortNotice& notice) {
@@ -212,7 +222,8 @@ void ControlPlane::tell_peers(const AbortNotice& notice) {
 
 void ControlPlane::announce_finalize() {
     const PeerStatus mine = status();
-    channel_.send_abort(AbortNotice{channel_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::finalizing});
+    channel_.send_abort(
+        AbortNotice{channel_.rank(), mine.sequence, mine.kind, AbortNotice::Reason::finalizing, -1, mine.label});
 }
 
 double ControlPlane::stop_call(CallContext& call, std::unique_ptr<Pending> pending, AbortNotice::Reason reason,
@@ -220,20 +231,21 @@ double ControlPlane::stop_call(CallContext& call, std::unique_ptr<Pending> pendi
     channel_.abandon(std::move(pending));
     const double waited = duration<double>(Clock::now() - call.started).count();
     // Peers learn first, so that they stop waiting while this rank asks around.
-    tell_peers(AbortNotice{channel_.rank(), call.sequence, static_cast<uint64_t>(call.kind), reason, dead_rank});
+    tell_peers(AbortNotice{channel_.rank(), call.sequence, static_cast<uint64_t>(call.kind), reason, dead_rank,
+                           call.label.word()});
     return waited;
 }
 
 void ControlPlane::give_up(CallContext& call, std::unique_ptr<Pending> pending) {
     const double waited = stop_call(call, std::move(pending), AbortNotice::Reason::gave_up);
     const std::string missing = who_is_missing(call, deadline_after(std::min(answer_wait_s, waited)));
-    break_call(call, call_name(static_cast<uint64_t>(call.kind), call.sequence) + " timed out on rank " +
+    break_call(call, call_name(static_cast<uint64_t>(call.kind), call.label) + " timed out on rank " +
                    std::to_string(channel_.rank()) + " after " + seconds_text(waited) + ": " + missing);
 }
 
 void ControlPlane::peer_died(CallContext& call, std::unique_ptr<Pending> pending, const DeadPeer& dead) {
     const double waited = stop_call(call, std::move(pending), AbortNotice::Reason::peer_died, dead.rank);
-    break_call(call, call_name(static_cast<uint64_t>(call.kind), call.sequence) + " cannot complete on rank " +
+    break_call(call, call_name(static_cast<uint64_t>(call.kind), call.label) + " cannot complete on rank " +
                          std::to_string(channel_.rank()) + " (it waited " + seconds_text(waited) +
                          "): " + dead.sentence + "; " + last_call_of(dead.rank, call));
 }
@@ -244,9 +256,9 @@ std::string ControlPlane::last_call_of(int rank, const CallContext& call) {
         return "its last call: " + status_text(heard->status) + " (it said so " +
                seconds_text(duration<double>(Clock::now() - heard->when).count()) + " before)";
     // Else what agreement proves: every rank entered a call it agreed on.
-    const std::string this_call = call_name(static_cast<uint64_t>(call.kind), call.sequence);
+    const std::string this_call = call_name(static_cast<uint64_t>(call.kind), call.label);
     if (call.joined_by_all) return "its last call: " + this_call + " (every rank had joined it)";
-    const std::string before = call.sequence <= 1 ? "none" : call_name(call.previous_kind, call.sequence - 1);
+    const std::string before = call.sequence <= 1 ? "none" : call_name(call.previous_kind, call.previous_label);
     return "its last call: " + before + ", or " + this_call + " (which it was not yet known to have joined)";
 }
 
@@ -264,7 +276,7 @@ void ControlPlane::report_stall(CallContext& call) {
     const double room = duration<double>(call.deadline - Clock::now()).count();
     const std::string missing = who_is_missing(call, deadline_after(std::clamp(room / 2, 0.0, answer_wait_s)));
     log_line(channel_.rank(), channel_.size(), DDP_LOG_WARN,
-             prefix_ + call_name(static_cast<uint64_t>(call.kind), call.sequence) + " has waited " + seconds_text(waited) +
+             prefix_ + call_name(static_cast<uint64_t>(call.kind), call.label) + " has waited " + seconds_text(waited) +
                  " (timeout " + seconds_text(duration<double>(call.deadline - call.started).count()) + "): " +
                  missing);
 }

@@ -46,7 +46,9 @@ struct CallContext {
     Clock::time_point deadline;
     Clock::time_point stall_warning_at;
     bool stall_reported = false;
+    CallLabel label;              ///< how messages name it
     uint64_t previous_kind = 0;   ///< the CollectiveKind of call sequence - 1 (0: none)
+    CallLabel previous_label;     ///< and its label
     bool joined_by_all = false;   ///< agreement finished: every rank entered this call
 };
 
@@ -72,9 +74,11 @@ public:
     ControlPlane& operator=(const ControlPlane&) = delete;
 
     /// Starts collective `kind`: numbers it and sets its deadline (the
-    /// call's own timeout when > 0, else the communicator's). Throws
-    /// DDP_ERR_TIMEOUT when the communicator is broken.
-    CallContext begin(CollectiveKind kind, double call_timeout_s);
+    /// call's own timeout when > 0, else the communicator's). `for_binding`:
+    /// a call a language binding makes for its own purposes, named apart
+    /// from the user's (CallLabel). Throws DDP_ERR_TIMEOUT when the
+    /// communicator is broken.
+    CallContext begin(CollectiveKind kind, double call_timeout_s, bool for_binding = false);
     /// Marks the collective finished (peers asking are told so); `failed`
     /// when it ends with an error.
     void end(bool failed = false);
@@ -176,7 +180,9 @@ private:
     const double timeout_s_;
     const double stall_warning_s_;
     std::atomic<uint64_t> sequence_{0};
+    std::atomic<uint64_t> user_calls_{0};  ///< the user's calls so far (CallLabel)
     std::atomic<uint64_t> kind_{0};
+    std::atomic<uint64_t> label_{0};       ///< the last call's CallLabel word
     std::atomic<bool> in_call_{false};
     std::atomic<bool> broken_{false};
     mutable std::mutex broken_mutex_;

@@ -82,7 +82,8 @@ private:
         const int64_t deadline = waits.deadline_ns_.load(std::memory_order_relaxed);
         const uint64_t kind = waits.kind_.load(std::memory_order_relaxed);
         const std::string what =
-            kind == 0 ? std::string("ddp_finalize") : call_name(kind, waits.sequence_.load(std::memory_order_relaxed));
+            kind == 0 ? std::string("ddp_finalize")
+                      : call_name(kind, CallLabel::from_word(waits.label_.load(std::memory_order_relaxed)));
         const double timeout = static_cast<double>(deadline - waits.started_ns_.load(std::memory_order_relaxed)) / 1e9;
         char text[768];
         std::snprintf(text, sizeof text,
@@ -111,12 +112,12 @@ WatchedWaits::~WatchedWaits() {
     if (grace_s_ > 0) HangWatchdog::instance().remove(this);
 }
 
-void WatchedWaits::enter(uint64_t kind, uint64_t sequence, Clock::time_point started, Clock::time_point deadline) {
+void WatchedWaits::enter(uint64_t kind, uint64_t label, Clock::time_point started, Clock::time_point deadline) {
     if (grace_s_ <= 0) return;
     std::lock_guard lock(mutex_);
     if (waiters_++ > 0) return;  // nested, or a second thread in the same call
     kind_.store(kind, std::memory_order_relaxed);
-    sequence_.store(sequence, std::memory_order_relaxed);
+    label_.store(label, std::memory_order_relaxed);
     started_ns_.store(nanoseconds(started), std::memory_order_relaxed);
     // A deadline at the clock's end ("wait for ever") is never passed.
     if (deadline == Clock::time_point::max()) return;

@@ -30,19 +30,19 @@ public:
     WatchedWaits& operator=(const WatchedWaits&) = delete;
 
     /// A thread enters libddp for a call that must end by `deadline`:
-    /// collective number `sequence` of `kind` (a CollectiveKind, started at
-    /// `started`), or ddp_finalize for kind 0. Inside an earlier entry, the
-    /// earlier one's deadline stands.
-    void enter(uint64_t kind, uint64_t sequence, Clock::time_point started, Clock::time_point deadline);
+    /// the collective of `kind` (a CollectiveKind, started at `started`)
+    /// labelled `label` (CallLabel::word), or ddp_finalize for kind 0.
+    /// Inside an earlier entry, the earlier one's deadline stands.
+    void enter(uint64_t kind, uint64_t label, Clock::time_point started, Clock::time_point deadline);
     void leave();
 
     /// enter() at construction, leave() at destruction.
     class Scope {
     public:
-        Scope(WatchedWaits& waits, uint64_t kind, uint64_t sequence, Clock::time_point started,
+        Scope(WatchedWaits& waits, uint64_t kind, uint64_t label, Clock::time_point started,
               Clock::time_point deadline)
             : waits_(waits) {
-            waits_.enter(kind, sequence, started, deadline);
+            waits_.enter(kind, label, started, deadline);
         }
         ~Scope() { waits_.leave(); }
         Scope(const Scope&) = delete;
@@ -61,7 +61,7 @@ private:
     std::atomic<int64_t> grace_from_ns_{0};  ///< the later of the deadline and the entry; 0: not watched
     std::atomic<int64_t> deadline_ns_{0};
     std::atomic<int64_t> started_ns_{0};
-    std::atomic<uint64_t> kind_{0}, sequence_{0};
+    std::atomic<uint64_t> kind_{0}, label_{0};
 };
 
 /// The grace period when DDP_HANG_WATCHDOG_S is not set, and for ddp_init's

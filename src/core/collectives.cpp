@@ -62,7 +62,7 @@ void run_tuned(Communicator& comm, CallContext& context, const CollectiveCall& c
 
 void run_collective(Communicator& comm, const CollectiveCall& call) {
     ControlPlane& control = comm.control();
-    CallContext context = control.begin(call.kind, call.timeout_s);
+    CallContext context = control.begin(call.kind, call.timeout_s, call.for_binding);
     CallScope scope(control);
     trace::Span span(control.timeline(), kind_name(static_cast<uint64_t>(call.kind)), trace::Row::calls,
                      context.sequence);
@@ -79,7 +79,7 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
     // Whether some rank's tensors are not one region (voted in agreement's
     // message: addresses differ between ranks, the steps they take may not).
     uint64_t scattered = in_place_planned(rules, call) && lies_in_one_region(call.tensors) ? 0 : 1;
-    agree(comm.channel(), control, context, words, nullptr, &scattered);
+    agree(comm.channel(), control, context, words, nullptr, &scattered, call.names);
     if (comm.size() == 1 && call.outputs.empty()) {  // one rank: every result is the input
         if (call.identical != nullptr) *call.identical = true;
         if (call.gpu_request) call.gpu_request->state->complete(DDP_OK, "");

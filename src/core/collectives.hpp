@@ -41,6 +41,7 @@ struct CollectiveCall {
     int64_t fusion_bytes = 0;   ///< resolved: -1 turns fusion off, 0: chosen by measurement
     std::span<double> scalars;  ///< sync_optimizer_state's
     double timeout_s = 0;       ///< this call's own; 0: the communicator's
+    bool for_binding = false;   ///< a binding's own call (ddp_collective_options.for_binding)
     /// check_replicas' results: whether all ranks hold the same bytes, and
     /// if not, a sentence naming the tensor and two ranks.
     bool* identical = nullptr;

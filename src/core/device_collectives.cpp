@@ -39,7 +39,7 @@ void run_device_data_phase(Communicator& comm, CallContext& context, const Colle
     WorkEnd end = [request](ddp_status status, const std::string& message) {
         if (request) request->state->complete(status, message);
     };
-    auto event = plane.watch(stream, context.deadline, call_name(static_cast<uint64_t>(call.kind), context.sequence),
+    auto event = plane.watch(stream, context.deadline, call_name(static_cast<uint64_t>(call.kind), context.label),
                              std::move(end));
     if (joined) event->make_wait(call.stream);
     if (request) request->event = std::move(event);

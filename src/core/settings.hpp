@@ -20,7 +20,8 @@ struct Settings {
     double stall_warning_s = 60;
     double hang_grace_s = 60;  ///< past a deadline, before the hang watchdog aborts (0: off)
     /// DDP_PEER_DEAD_S: how long a peer on this host may stay stopped
-    /// (SIGSTOP, a debugger) before a wait counts it as dead.
+    /// (SIGSTOP, a debugger), or one on another host leave heartbeats
+    /// unanswered, before a wait counts it as dead.
     double peer_dead_s = default_peer_dead_s;
     int64_t fusion_bytes = int64_t{1} << 20;  ///< the default when a call passes 0
     int log_threshold = DDP_LOG_INFO;

@@ -11,8 +11,8 @@ namespace {
 
 /// "sub-communicator color 1 (comm_split #3 of world)": the same on every
 /// rank of the sub-communicator, since the parent numbers its calls alike.
-std::string sub_name(const Communicator& parent, const SplitRequest& request, uint64_t sequence) {
-    const std::string of = call_name(static_cast<uint64_t>(request.kind), sequence) + " of " +
+std::string sub_name(const Communicator& parent, const SplitRequest& request, CallLabel label) {
+    const std::string of = call_name(static_cast<uint64_t>(request.kind), label) + " of " +
                            (parent.name().empty() ? std::string("world") : parent.name());
     if (request.kind == CollectiveKind::comm_split_node) return "node communicator (" + of + ")";
     return "sub-communicator color " + std::to_string(request.color) + " (" + of + ")";
@@ -39,7 +39,7 @@ std::unique_ptr<Communicator> split_communicator(Communicator& parent, const Spl
     if (request.timeout_s > 0) settings.timeout_s = request.timeout_s;
     settings.timeline_path.clear();  // DDP_TIMELINE starts the world's timeline only
     return std::make_unique<Communicator>(std::move(sub), std::move(sub_device), settings, parent.gpu(),
-                                          sub_name(parent, request, context.sequence));
+                                          sub_name(parent, request, context.label));
 }
 
 }  // namespace ddp

@@ -101,6 +101,7 @@ FlightRecorder::Entry FlightRecorder::read(const Slot& slot) const {
         Entry entry;
         entry.sequence = slot.sequence.load(relaxed);
         entry.kind = slot.kind.load(relaxed);
+        entry.label = slot.label.load(relaxed);
         entry.described = slot.described.load(relaxed);
         entry.summary = CallSummary{slot.valid.load(relaxed), slot.op.load(relaxed),     slot.root.load(relaxed),
                                     slot.tensors.load(relaxed), slot.bytes.load(relaxed), slot.hash.load(relaxed)};
@@ -113,11 +114,12 @@ FlightRecorder::Entry FlightRecorder::read(const Slot& slot) const {
     }
 }
 
-void FlightRecorder::entered(uint64_t sequence, uint64_t kind) {
+void FlightRecorder::entered(uint64_t sequence, uint64_t kind, uint64_t label) {
     const int64_t now = coarse_now_ns();
     update(sequence, [&](Slot& slot) {
         slot.sequence.store(sequence, relaxed);
         slot.kind.store(kind, relaxed);
+        slot.label.store(label, relaxed);
         slot.described.store(false, relaxed);
         slot.entered_ns.store(now, relaxed);
         slot.agreed_ns.store(0, relaxed);
@@ -203,6 +205,10 @@ std::string FlightRecorder::json(const std::string& reason) const {
                       state_name(e.state), static_cast<long long>(unix_of(e.entered_ns)),
                       static_cast<long long>(unix_of(e.agreed_ns)), static_cast<long long>(unix_of(e.finished_ns)));
         out += line;
+        // "call": the user's number for it; a binding's own call is marked
+        // and carries the number of the user's call before it.
+        const CallLabel label = CallLabel::from_word(e.label);
+        out += ",\"call\":" + std::to_string(label.number) + (label.for_binding ? ",\"binding\":true" : "");
         if (e.described) {
             std::snprintf(line, sizeof line,
                           ",\"valid\":%s,\"tensors\":%lld,\"bytes\":%lld,\"op\":%d,\"root\":%d,\"hash\":\"%016llx\"",

@@ -37,7 +37,8 @@ public:
     FlightRecorder(size_t capacity, std::string dir, int rank, int size, const char* backend,
                    std::string communicator = {});
 
-    void entered(uint64_t sequence, uint64_t kind);
+    /// `label`: how messages name the call (CallLabel::word).
+    void entered(uint64_t sequence, uint64_t kind, uint64_t label);
     void described(uint64_t sequence, const CallSummary& summary);
     void agreed(uint64_t sequence);
     /// Finished, or failed (a more precise state already marked stays).
@@ -57,6 +58,7 @@ private:
     struct Entry {
         uint64_t sequence = 0;  ///< 0: empty
         uint64_t kind = 0;
+        uint64_t label = 0;
         CallSummary summary;
         bool described = false;
         int64_t entered_ns = 0, agreed_ns = 0, finished_ns = 0;  ///< coarse monotonic clock; 0: not yet
@@ -68,7 +70,7 @@ private:
     /// (a seqlock).
     struct Slot {
         std::atomic<uint64_t> version{0};
-        std::atomic<uint64_t> sequence{0}, kind{0}, hash{0};
+        std::atomic<uint64_t> sequence{0}, kind{0}, label{0}, hash{0};
         std::atomic<int64_t> tensors{0}, bytes{0}, entered_ns{0}, agreed_ns{0}, finished_ns{0};
         std::atomic<int32_t> op{-1}, root{-1}, state{0};
         std::atomic<bool> described{false}, valid{true};

@@ -1,6 +1,7 @@
 """Writes a copy of ddp.h as a program built against the first libddp saw it:
 ddp_collective_options without the fields added since, timeout_s (1.0),
-cuda_stream (1.1) and names (1.2): the first released layout, {struct_size, fusion_bytes};
+cuda_stream (1.1), names (1.2) and for_binding (1.3): the first released layout,
+{struct_size, fusion_bytes};
 ddp_init_options without hang_watchdog_s (1.2). Fails loudly if the header
 no longer ends the structs with those fields, so the copy cannot silently
 drift.
@@ -16,10 +17,10 @@ struct = re.search(r"typedef struct ddp_collective_options \{.*?\} ddp_collectiv
 if struct is None:
     sys.exit(f"{header}: no ddp_collective_options struct")
 field = re.search(r"\n    /\*\* Seconds this call may take.*?\*/\n    double timeout_s;\n.*?\*/\n    void\* cuda_stream;\n"
-                  r".*?\*/\n    const char\* const\* names;\n", struct.group(0), re.S)
-if field is None or not struct.group(0).rstrip().endswith("const char* const* names;\n} ddp_collective_options;".rstrip()):
-    sys.exit(f"{header}: timeout_s, cuda_stream and names are no longer ddp_collective_options' last fields; "
-             "update this test")
+                  r".*?\*/\n    const char\* const\* names;\n.*?\*/\n    int32_t for_binding;\n", struct.group(0), re.S)
+if field is None or not struct.group(0).rstrip().endswith("int32_t for_binding;\n} ddp_collective_options;".rstrip()):
+    sys.exit(f"{header}: timeout_s, cuda_stream, names and for_binding are no longer ddp_collective_options' last "
+             "fields; update this test")
 old_struct = struct.group(0).replace(field.group(0), "\n")
 text = text.replace(struct.group(0), old_struct)
 init = re.search(r"\n    /\*\* Seconds past a collective's deadline.*?\*/\n    double hang_watchdog_s;\n\} ddp_init_options;",

@@ -2,7 +2,8 @@
 // (host name, rank, local rank) and then, `calls` times (0: until a call
 // fails), allreduces 256 KiB of floats (DDP_MN_FLOATS floats where set:
 // 1 Mi of them reach the hierarchical plane) and sleeps 20 ms, checking every
-// result exactly. (A count, not a time: every rank must stop after the same
+// result exactly. With DDP_MN_COMPUTE_S, rank 1 computes (spins on its core)
+// that many seconds before its third call, while its peers wait in it. (A count, not a time: every rank must stop after the same
 // call.) Its outcome goes to a file of its own in DDP_MN_OUT (the
 // namespaces share the file system; a rank cut off from the launcher could
 // not send it there), with the wall-clock time so that the harness can
@@ -58,7 +59,13 @@ int main(int argc, char** argv) {
     const float expected = static_cast<float>(size) * static_cast<float>(size + 1) / 2;
     ddp_status status = DDP_OK;
     int calls = 0, wrong = 0;
+    const char* compute = std::getenv("DDP_MN_COMPUTE_S");
     while (wanted_calls == 0 || calls < wanted_calls) {
+        if (compute != nullptr && rank == 1 && calls == 2) {
+            const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(std::atof(compute));
+            volatile double sink = 0;
+            while (std::chrono::steady_clock::now() < end) sink = sink + 1;
+        }
         data.assign(data.size(), static_cast<float>(rank + 1));
         ddp_tensor tensor{data.data(), static_cast<int64_t>(data.size()), DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
         status = ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, nullptr);

@@ -14,14 +14,21 @@
 # the debug log line saying the node stages' way is shown),
 # example_2x2 (the C example trains), and faults on 3 nodes x 1 rank in a
 # loop of allreduces (node_rank.cpp). Injected once every rank is in its
-# loop: link_down (node2's link down for good), kill (rank 1 SIGKILLed),
-# kill_shm_2x2 (on 2 nodes x 2 ranks, rank 3 SIGKILLed amid 4 MiB allreduces
-# whose node stages go through shared memory: DDP_SHM=1), flap
-# (node2's link down for 4 s: nothing may fail). Made before the job starts,
-# and nothing may fail: slow_link (node1's link throttled to 20 Mbit/s both
-# ways; the kernel here has no netem delay) and loss (3% of node1's packets
-# dropped each way by iptables' statistic match). link_down and kill print
-# how long after the fault the last rank returned and the job (mpirun) ended.
+# loop, with the default timeout (1,800 s), so that only finding the dead
+# peer (src/control/peer_liveness.cpp) ends the survivors' calls, each
+# naming the rank: link_down (node2's link down for good), kill (rank 1
+# SIGKILLed), kill_shm_2x2 (on 2 nodes x 2 ranks, rank 3 SIGKILLed amid 4 MiB
+# allreduces whose node stages go through shared memory: DDP_SHM=1), stop
+# (rank 1 SIGSTOPped; once the survivors returned, SIGCONT, and its own
+# call must fail at once). flap (node2's link down for 4 s): nothing may
+# fail. Made before the job starts, and nothing may fail: slow_link (node1's
+# link throttled to 20 Mbit/s both ways; the kernel here has no netem delay),
+# slow_link_big (the same with 4 MiB allreduces, each lasting seconds, so
+# that heartbeats run under the throttle), loss (3% of node1's packets
+# dropped each way by iptables' statistic match) and computing (rank 1
+# computes for 20 s, five times DDP_PEER_DEAD_S, while its peers wait).
+# The fault cases print how long after the fault the last rank returned and
+# the job (mpirun) ended.
 set -u
 case_name=$1
 build=$(cd "$2" && pwd)
@@ -124,6 +131,19 @@ finish_fault() {
     awk -v j="$job_s" -v b="$bound" 'BEGIN { exit !(j < b) }' || fail "the job ended $job_s s after the fault (bound $bound s)"
 }
 
+# names_dead RANK PATTERN: rank RANK's error names the dead peer (grep
+# PATTERN), as the one that found it or as one told by it.
+names_dead() {
+    grep -q "$2" "$DDP_MN_OUT/rank$1.result" || fail "rank $1's error does not name $2: $(cat "$DDP_MN_OUT/rank$1.result")"
+    echo "rank $1: $(cut -d' ' -f5- "$DDP_MN_OUT/rank$1.result")"
+}
+
+# within SINCE BOUND: the last rank counted by results_are returned within BOUND s of SINCE.
+within() {
+    awk -v r="$last_return" -v s="$1" -v b="$2" 'BEGIN { exit !(r - s < b) }' ||
+        fail "a rank returned $(echo "$last_return - $1" | bc) s after the fault (bound $2 s)"
+}
+
 measure() {
     printf 'MEASURE %s: last rank returned %.1f s after the fault, the job ended %.1f s after it\n' \
         "$case_name" "$(echo "$last_return - $1" | bc)" "$job_s"
@@ -172,16 +192,44 @@ placement_2x2 | placement_3x1 | collectives_2x2 | collectives_shm_2x2 | collecti
 link_down)
     slots=1
     cluster_up 3
-    export DDP_TIMEOUT_S=5
+    export DDP_TIMEOUT_S=1800
     start_loop 3 0
     fault=$(now)
     ip -n "$DDP_MN_PREFIX-switch" link set port2 down
     finish_fault "$fault" 40 launcher_may_stay
     results_are DDP_ERR_TIMEOUT 0 1 2
+    # Each side of the cut finds the other silent.
+    for r in 0 1; do names_dead "$r" "rank 2 (pid [0-9]* on host node2)"; done
+    names_dead 2 "rank [01] (pid [0-9]* on host node[01])"
     measure "$fault"
+    within "$fault" 15
+    ;;
+stop)
+    slots=1
+    cluster_up 3
+    export DDP_TIMEOUT_S=1800
+    start_loop 3 0
+    read -r _ _ _ _ pid <"$DDP_MN_OUT/rank1.place"
+    fault=$(now)
+    kill -STOP "$pid"
+    for ((t = 0; t < 300; t++)); do
+        [ -f "$DDP_MN_OUT/rank0.result" ] && [ -f "$DDP_MN_OUT/rank2.result" ] && break
+        sleep 0.1
+    done
+    results_are DDP_ERR_TIMEOUT 0 2
+    for r in 0 2; do names_dead "$r" "rank 1 (pid $pid on host node1)"; done
+    printf 'MEASURE stop: the survivors returned %.1f s after SIGSTOP\n' "$(echo "$last_return - $fault" | bc)"
+    within "$fault" 15
+    continued=$(now)
+    kill -CONT "$pid"
+    finish_fault "$fault" 60
+    last_return=0
+    results_are DDP_ERR_TIMEOUT 1
+    printf 'MEASURE stop: rank 1 returned %.2f s after SIGCONT\n' "$(echo "$last_return - $continued" | bc)"
+    within "$continued" 3
     ;;
 kill | kill_shm_2x2)
-    export DDP_TIMEOUT_S=5
+    export DDP_TIMEOUT_S=1800
     # On 2 nodes x 2 ranks Open MPI's launcher (--enable-recovery) stayed
     # past 120 s after every survivor had returned and exited, with DDP_SHM=1
     # and =0 alike, whichever rank was killed: it is given 45 s, and reported,
@@ -193,22 +241,17 @@ kill | kill_shm_2x2)
         export DDP_SHM=1 DDP_MN_FLOATS=1048576
     fi
     cluster_up "$nodes"
-    start_loop $((nodes * slots)) 0 --enable-recovery ${DDP_MN_FLOATS:+-x DDP_MN_FLOATS}
+    start_loop $((nodes * slots)) 0 --enable-recovery
     read -r _ _ _ _ pid <"$DDP_MN_OUT/rank$killed.place"
     fault=$(now)
     kill -KILL "$pid"
     finish_fault "$fault" 40 $launcher_may_stay
-    # A survivor reports the timeout, or Open MPI's TCP transport left its
-    # thread stuck and the hang watchdog ended it (its line names the call).
     for r in $survivors; do
-        if grep -q "\[ddp rank $r\] FATAL hang watchdog: allreduce" "$DDP_MN_OUT/log"; then
-            echo "rank $r: ended by the hang watchdog (counted as returning when the job ended)"
-            last_return=$(echo "$fault + $job_s" | bc)
-        else
-            results_are DDP_ERR_TIMEOUT "$r"
-        fi
+        results_are DDP_ERR_TIMEOUT "$r"
+        names_dead "$r" "rank $killed (pid $pid on host node$((killed / slots)))"
     done
     measure "$fault"
+    within "$fault" 15
     ;;
 flap)
     slots=1
@@ -222,16 +265,24 @@ flap)
     [ "$mpirun_status" = 0 ] || fail "mpirun exited with $mpirun_status"
     results_are DDP_OK 0 1 2
     ;;
-slow_link | loss)
+slow_link | slow_link_big | loss | computing)
     # Conditions rather than events: made before the job starts, so that
-    # every call (and the launch itself) meets them.
+    # every call (and the launch itself) meets them; a peer that is slow
+    # but alive is never called dead, whatever the timeout.
     slots=1
     cluster_up 3
-    if [ "$case_name" = slow_link ]; then
+    export DDP_TIMEOUT_S=1800
+    calls=50
+    case $case_name in
+    slow_link_big) export DDP_MN_FLOATS=1048576 && calls=6 ;;
+    loss) calls=300 ;;
+    computing) export DDP_MN_COMPUTE_S=20 && calls=5 ;;
+    esac
+    if [ "${case_name#slow_link}" != "$case_name" ]; then
         ip netns exec "$DDP_MN_PREFIX-node1" tc qdisc add dev eth0 root tbf rate 20mbit burst 32kbit latency 400ms &&
             ip netns exec "$DDP_MN_PREFIX-switch" tc qdisc add dev port1 root tbf rate 20mbit burst 32kbit latency 400ms ||
             fail "tc could not throttle the link"
-    else
+    elif [ "$case_name" = loss ]; then
         # 3% of the launcher's keepalive probes and answers are lost too: 3 in a
         # row lost once ended a CI run's job ("ORTE has lost communication").
         export DDP_MN_KEEPALIVE_PROBES=10
@@ -241,7 +292,7 @@ slow_link | loss)
                 -j DROP || fail "iptables could not drop packets"
         done
     fi
-    start_loop 3 $([ "$case_name" = slow_link ] && echo 50 || echo 300)
+    start_loop 3 "$calls"
     finish_fault "$(now)" 120
     [ "$mpirun_status" = 0 ] || fail "mpirun exited with $mpirun_status"
     results_are DDP_OK 0 1 2

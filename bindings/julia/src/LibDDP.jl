@@ -283,6 +283,7 @@ struct ddp_collective_options
     timeout_s::Cdouble
     cuda_stream::Ptr{Cvoid}
     names::Ptr{Ptr{Cchar}}
+    for_binding::Int32
 end
 
 """

@@ -392,6 +392,15 @@ testset("errors carry libddp's status and message") do
     @test !isempty(error.message)
     ddp_error(() -> bcast!(zeros(2), n), LibDDP.DDP_ERR_INVALID_ARGUMENT)
     n > 1 && ddp_error(() -> allreduce!(zeros(rank + 1), +), LibDDP.DDP_ERR_MISMATCH)
+    # A mismatch names the array as the program does, and the error's type is the
+    # package's public one (as Python's ddp.MismatchError and Rust's ddp::Error).
+    if n > 1
+        named = ddp_error(() -> allreduce!((w = zeros(2), b = zeros(rank == n - 1 ? 3 : 2)), +),
+                          LibDDP.DDP_ERR_MISMATCH)
+        @test occursin("tensor 1 (b) is f64[2] on rank 0 but f64[3] on rank $(n - 1)", named.message)
+        @test parentmodule(typeof(named)) === DDP && string(typeof(named)) == "DDP.DDPError"
+        @test startswith(sprint(showerror, named), "DDPError(DDP_ERR_MISMATCH): allreduce mismatch: ")
+    end
     n > 1 && ddp_error(() -> allreduce!(zeros(2), rank == 0 ? min : max), LibDDP.DDP_ERR_MISMATCH)
     @test_throws ArgumentError allreduce!(zeros(2), -)
     @test_throws ArgumentError allreduce!(view(zeros(4, 4), 1, :), +)

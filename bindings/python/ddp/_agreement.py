@@ -34,10 +34,12 @@ LIST_MISMATCH = re.compile(r"mismatch: (.* passed \d+ (tensors|leaves|gradients)
 INPUT_OR_OUTPUT = re.compile(r"\b(inputs|outputs)\[(\d+)\]")
 
 
-def collective_options(fusion_bytes=None, stream=0, timeout=None, names=None):
+def collective_options(fusion_bytes=None, stream=0, timeout=None, names=None, for_binding=False):
     """A ddp_collective_options; timeout: seconds for this call (None: the
     communicator's); names: the timeline's leaf names (a C array that must live
-    as long as the options, which hold it)."""
+    as long as the options, which hold it); for_binding: a call this binding
+    makes for its own purposes, numbered apart from the user's in libddp's
+    messages and flight recorder."""
     options = _ffi.ddp_collective_options()
     _ffi.ddp_collective_options_init(options, ctypes.sizeof(options))
     if fusion_bytes is not None:
@@ -49,6 +51,7 @@ def collective_options(fusion_bytes=None, stream=0, timeout=None, names=None):
         options.timeout_s = timeout
     options.cuda_stream = stream or None
     options.names = names
+    options.for_binding = int(for_binding)
     return options
 
 
@@ -188,7 +191,7 @@ class CheckedCall:
     def _allreduce(self, array, op):
         tensors = TensorList([array], writes=True)
         _ffi.ddp_allreduce_tensor_list(self.comm._handle, tensors.array, 1, op,
-                                       collective_options(timeout=self.timeout))
+                                       collective_options(timeout=self.timeout, for_binding=True))
 
 
 def _shape(leaf):

@@ -163,6 +163,7 @@ class ddp_collective_options(ctypes.Structure):
         ("timeout_s", ctypes.c_double),
         ("cuda_stream", ctypes.c_void_p),
         ("names", ctypes.POINTER(ctypes.c_char_p)),
+        ("for_binding", ctypes.c_int32),
     ]
 
 

@@ -411,8 +411,8 @@ public:
             const PeerStatus mine = status_ ? status_() : PeerStatus{};
             // The asker's nonce comes back so it can tell this answer from a late one.
             auto& reply = replies_.emplace_back();
-            reply.words = {query_word_, mine.sequence, mine.kind, mine.in_call ? 1u : 0u};
-            check(MPI_Isend(reply.words.data(), 4, MPI_UINT64_T, status.MPI_SOURCE, reply_tag, control_,
+            reply.words = {query_word_, mine.sequence, mine.kind, mine.in_call ? 1u : 0u, mine.label};
+            check(MPI_Isend(reply.words.data(), 5, MPI_UINT64_T, status.MPI_SOURCE, reply_tag, control_,
                             &reply.request),
                   "MPI_Isend");
             check(MPI_Irecv(&query_word_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, query_tag, control_, &query_receive_),
@@ -423,23 +423,23 @@ public:
             heard(status.MPI_SOURCE);
             const PeerStatus mine = status_ ? status_() : PeerStatus{};
             auto& pong = replies_.emplace_back();
-            pong.words = {mine.sequence, mine.kind, mine.in_call ? 1u : 0u};
-            check(MPI_Isend(pong.words.data(), 3, MPI_UINT64_T, status.MPI_SOURCE, pong_tag, control_, &pong.request),
+            pong.words = {mine.sequence, mine.kind, mine.in_call ? 1u : 0u, mine.label};
+            check(MPI_Isend(pong.words.data(), 4, MPI_UINT64_T, status.MPI_SOURCE, pong_tag, control_, &pong.request),
                   "MPI_Isend");
             check(MPI_Irecv(&ping_word_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, ping_tag, control_, &ping_receive_),
                   "MPI_Irecv");
         }
         check(MPI_Test(&pong_receive_, &done, &status), "MPI_Test");
         if (done) {
-            said(status.MPI_SOURCE, PeerStatus{pong_words_[0], pong_words_[1], pong_words_[2] != 0});
-            check(MPI_Irecv(pong_words_.data(), 3, MPI_UINT64_T, MPI_ANY_SOURCE, pong_tag, control_, &pong_receive_),
+            said(status.MPI_SOURCE, PeerStatus{pong_words_[0], pong_words_[1], pong_words_[2] != 0, pong_words_[3]});
+            check(MPI_Irecv(pong_words_.data(), 4, MPI_UINT64_T, MPI_ANY_SOURCE, pong_tag, control_, &pong_receive_),
                   "MPI_Irecv");
         }
         check(MPI_Test(&abort_receive_, &done, MPI_STATUS_IGNORE), "MPI_Test");
         if (done) {
             const AbortNotice arrived{static_cast<int>(abort_words_[0]), abort_words_[1], abort_words_[2],
                                       static_cast<AbortNotice::Reason>(abort_words_[3]),
-                                      static_cast<int>(static_cast<int64_t>(abort_words_[4]))};
+                                      static_cast<int>(static_cast<int64_t>(abort_words_[4])), abort_words_[5]};
             heard(arrived.from_rank);
             // The first notice stays, except that a peer that stopped (gave up,
             // aborted, failed on its GPU) outranks one that merely finalized:
@@ -450,7 +450,7 @@ public:
                 notice_ = arrived;
                 has_notice_.store(true, std::memory_order_release);
             }
-            check(MPI_Irecv(abort_words_.data(), 5, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_,
+            check(MPI_Irecv(abort_words_.data(), 6, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_,
                             &abort_receive_),
                   "MPI_Irecv");
         }
@@ -474,9 +474,9 @@ public:
             auto& message = aborts_sent_.emplace_back();
             message.words = {static_cast<uint64_t>(notice.from_rank), notice.sequence, notice.kind,
                              static_cast<uint64_t>(notice.reason),
-                             static_cast<uint64_t>(static_cast<int64_t>(notice.dead_rank))};
+                             static_cast<uint64_t>(static_cast<int64_t>(notice.dead_rank)), notice.label};
             // A peer that died makes this fail or never finish; neither matters.
-            MPI_Isend(message.words.data(), 5, MPI_UINT64_T, peer, abort_tag, control_, &message.request);
+            MPI_Isend(message.words.data(), 6, MPI_UINT64_T, peer, abort_tag, control_, &message.request);
         }
     }
 
@@ -496,7 +496,7 @@ public:
                       "MPI_Isend");
                 auto& receipt = receipts.emplace_back();
                 receipt.peer = peer;
-                check(MPI_Irecv(receipt.words.data(), 4, MPI_UINT64_T, peer, reply_tag, control_, &receipt.request),
+                check(MPI_Irecv(receipt.words.data(), 5, MPI_UINT64_T, peer, reply_tag, control_, &receipt.request),
                       "MPI_Irecv");
             }
         }
@@ -511,13 +511,13 @@ public:
                 if (!done) continue;
                 heard(receipt.peer);
                 if (receipt.words[0] != nonce_) {  // a late answer to an earlier question
-                    check(MPI_Irecv(receipt.words.data(), 4, MPI_UINT64_T, receipt.peer, reply_tag, control_,
+                    check(MPI_Irecv(receipt.words.data(), 5, MPI_UINT64_T, receipt.peer, reply_tag, control_,
                                     &receipt.request),
                           "MPI_Irecv");
                     continue;
                 }
                 answers[static_cast<size_t>(receipt.peer)] =
-                    PeerStatus{receipt.words[1], receipt.words[2], receipt.words[3] != 0};
+                    PeerStatus{receipt.words[1], receipt.words[2], receipt.words[3] != 0, receipt.words[4]};
                 said(receipt.peer, *answers[static_cast<size_t>(receipt.peer)]);
                 --missing;
             }
@@ -606,7 +606,7 @@ public:
 
 private:
     struct Message {
-        std::array<uint64_t, 5> words{};
+        std::array<uint64_t, 6> words{};
         MPI_Request request = MPI_REQUEST_NULL;
         int peer = -1;
     };
@@ -671,11 +671,11 @@ private:
     void post_control_receives() {
         check(MPI_Irecv(&ping_word_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, ping_tag, control_, &ping_receive_),
               "MPI_Irecv");
-        check(MPI_Irecv(pong_words_.data(), 3, MPI_UINT64_T, MPI_ANY_SOURCE, pong_tag, control_, &pong_receive_),
+        check(MPI_Irecv(pong_words_.data(), 4, MPI_UINT64_T, MPI_ANY_SOURCE, pong_tag, control_, &pong_receive_),
               "MPI_Irecv");
         check(MPI_Irecv(&query_word_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, query_tag, control_, &query_receive_),
               "MPI_Irecv");
-        check(MPI_Irecv(abort_words_.data(), 5, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_, &abort_receive_),
+        check(MPI_Irecv(abort_words_.data(), 6, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_, &abort_receive_),
               "MPI_Irecv");
     }
 
@@ -701,9 +701,9 @@ private:
     std::mutex control_mutex_;
     std::function<PeerStatus()> status_;
     uint64_t query_word_ = 0;
-    std::array<uint64_t, 5> abort_words_{};
+    std::array<uint64_t, 6> abort_words_{};
     uint64_t ping_word_ = 0;
-    std::array<uint64_t, 3> pong_words_{};
+    std::array<uint64_t, 4> pong_words_{};
     MPI_Request query_receive_ = MPI_REQUEST_NULL, abort_receive_ = MPI_REQUEST_NULL;
     MPI_Request ping_receive_ = MPI_REQUEST_NULL, pong_receive_ = MPI_REQUEST_NULL;
     std::list<Message> replies_, aborts_sent_;  // lists: MPI holds pointers into them
