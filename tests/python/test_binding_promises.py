@@ -3,6 +3,7 @@ mpirun where it takes ranks), so that a crash or a hang is a failure of one
 test rather than of pytest: a per-call timeout on every collective, gradient
 views that outlive their reducer, destructors that never wait for peers,
 the library that DDP_LIBRARY names or an error, and log lines written whole."""
+import json
 import os
 import re
 import subprocess
@@ -367,3 +368,35 @@ def test_a_failure_puts_at_most_one_short_line_per_rank_in_the_log(tmp_path, fai
             assert f"(flight recorder: {dump})" in lines[0] and dump.exists(), lines
     if failure != "caught mismatch":
         assert sum(map(len, logged.values())) >= 1, result.stderr  # the rank that broke says so
+
+
+def test_messages_and_dumps_number_the_users_calls_not_the_bindings(tmp_path):
+    """sync_optimizer_state and reducer creation each make an allreduce of the
+    binding's own (checking the ranks' trees): libddp numbers those apart, so
+    that the reducer's fourth step, the user's sixth call, is "reducer step
+    #6" in the timeout's message, and the dump marks the binding's calls."""
+    reports = tmp_path / "reports"
+    result = run_script(tmp_path, """
+        import json, time
+        import numpy as np
+        import ddp
+        comm = ddp.init(timeout=600)
+        comm.sync_optimizer_state({"w": np.ones(3), "step": 1})
+        reducer = comm.reducer([np.ones(3)], timeout=2)
+        for _ in range(3):
+            reducer.mark_ready(0)
+            reducer.wait()
+        if comm.rank == 1:
+            time.sleep(4)
+        try:
+            reducer.mark_ready(0)
+            reducer.wait()
+        except ddp.TimeoutError as error:
+            print(f"rank {comm.rank} raised: {error}", flush=True)
+    """, ranks=2, environment={**MPIRUN_ENVIRONMENT, "DDP_FLIGHT_RECORDER_DIR": str(reports)})
+    assert "rank 0 raised: DDP_ERR_TIMEOUT: reducer step #6 timed out on rank 0" in result.stdout, \
+        result.stdout + result.stderr[-3000:]
+    calls = json.loads((reports / "ddp-flight-recorder.rank0.json").read_text())["calls"]
+    numbered = [(call["kind"], call["call"], call.get("binding", False)) for call in calls]
+    assert numbered == [("sync_optimizer_state", 1, False), ("allreduce", 1, True), ("reducer_create", 2, False),
+                        ("allreduce", 2, True)] + [("reducer step", n, False) for n in range(3, 7)], numbered
