@@ -25,8 +25,10 @@
 # link throttled to 20 Mbit/s both ways; the kernel here has no netem delay),
 # slow_link_big (the same with 4 MiB allreduces, each lasting seconds, so
 # that heartbeats run under the throttle), loss (3% of node1's packets
-# dropped each way by iptables' statistic match) and computing (rank 1
-# computes for 20 s, five times DDP_PEER_DEAD_S, while its peers wait).
+# dropped each way by iptables' statistic match), computing (rank 1
+# computes for 20 s, five times DDP_PEER_DEAD_S, while its peers wait) and
+# busy_cores (two CPU-bound processes per core, started before the job,
+# compete with every rank and its control thread for 4 MiB allreduces).
 # The fault cases print how long after the fault the last rank returned and
 # the job (mpirun) ended.
 set -u
@@ -265,7 +267,7 @@ flap)
     [ "$mpirun_status" = 0 ] || fail "mpirun exited with $mpirun_status"
     results_are DDP_OK 0 1 2
     ;;
-slow_link | slow_link_big | loss | computing)
+slow_link | slow_link_big | loss | computing | busy_cores)
     # Conditions rather than events: made before the job starts, so that
     # every call (and the launch itself) meets them; a peer that is slow
     # but alive is never called dead, whatever the timeout.
@@ -277,7 +279,15 @@ slow_link | slow_link_big | loss | computing)
     slow_link_big) export DDP_MN_FLOATS=1048576 && calls=6 ;;
     loss) calls=300 ;;
     computing) export DDP_MN_COMPUTE_S=20 && calls=5 ;;
+    busy_cores) export DDP_MN_FLOATS=1048576 && calls=20 ;;
     esac
+    if [ "$case_name" = busy_cores ]; then
+        for ((i = 0; i < 2 * $(nproc); i++)); do
+            yes >/dev/null &
+            hogs="${hogs:-} $!"
+        done
+        trap 'kill $hogs 2>/dev/null; cluster_down; rm -rf "$DDP_MN_OUT"' EXIT
+    fi
     if [ "${case_name#slow_link}" != "$case_name" ]; then
         ip netns exec "$DDP_MN_PREFIX-node1" tc qdisc add dev eth0 root tbf rate 20mbit burst 32kbit latency 400ms &&
             ip netns exec "$DDP_MN_PREFIX-switch" tc qdisc add dev port1 root tbf rate 20mbit burst 32kbit latency 400ms ||

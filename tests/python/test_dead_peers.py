@@ -1,10 +1,11 @@
-"""A peer that dies mid-collective is found in seconds on one node, whatever
-the timeout (issue 34): its process is looked up in /proc while a wait lasts
-(src/control/peer_liveness.cpp). Each case runs 2 or 3 ranks under mpirun
-told not to end the job when a rank dies, with the communicator's timeout at
-1,800 s: every survivor must raise within 5 s, naming the rank. A rank that
-is alive but slow (computing for longer than the bound) is never called
-dead."""
+"""A peer that dies mid-collective or mid-reducer-step is found in seconds on
+one node, whatever the timeout (issue 34): its process is looked up in /proc
+while a wait lasts (src/control/peer_liveness.cpp; peers on other hosts, found
+by heartbeats, are tested on simulated nodes: tests/multinode/run_case.sh).
+Each case runs 2 or 3 ranks under mpirun told not to end the job when a rank
+dies, with the communicator's timeout at 1,800 s: every survivor must raise
+within 5 s, naming the rank. A rank that is alive but slow (computing for
+longer than the bound) is never called dead."""
 import os
 import subprocess
 import sys

@@ -164,6 +164,7 @@ def forced_timeout(script, ddp_trace, folder):
     # The log: one line per rank that broke, naming its dump; no JSON.
     lines = [line for line in result.stderr.splitlines() if line.startswith("[ddp ")]
     assert len(lines) <= RANKS and "{" not in result.stderr, result.stderr
+    assert all(len(line) <= 400 for line in lines), lines  # a few hundred bytes per rank
     assert f"(flight recorder: {dumps[0]})" in result.stderr, result.stderr
     states = {r: json.loads(d.read_text())["calls"][-1]["state"] for r, d in enumerate(dumps)}
     assert states[0] == "timed out", states
@@ -175,7 +176,10 @@ def forced_timeout(script, ddp_trace, folder):
 
 
 def forced_mismatch(script, ddp_trace, folder):
-    run(script, "mismatch", env={"DDP_FLIGHT_RECORDER_DIR": str(folder)})
+    result = run(script, "mismatch", env={"DDP_FLIGHT_RECORDER_DIR": str(folder)})
+    # The caught mismatch logs nothing; each rank's on-demand dump, one line naming its file.
+    lines = [line for line in result.stderr.splitlines() if line.startswith("[ddp ")]
+    assert len(lines) == RANKS and all("flight recorder written to" in line for line in lines), result.stderr
     dumps = [folder / f"ddp-flight-recorder.rank{r}.json" for r in range(RANKS)]
     sentence = explained(ddp_trace, dumps)
     assert sentence.startswith("Call #3 is the first that differs between ranks: rank 0 called allreduce of "

@@ -127,6 +127,7 @@ function collective_options(fusion_bytes, timeout_s, names::Union{Nothing, LeafN
         fusion_bytes === nothing ? defaults.fusion_bytes : Int64(fusion_bytes),
         timeout_s === nothing ? defaults.timeout_s : Float64(timeout_s),
         defaults.cuda_stream,
-        names === nothing ? defaults.names : pointer(names.pointers))
+        names === nothing ? defaults.names : pointer(names.pointers),
+        defaults.for_binding)
     return opts
 end
