@@ -26,7 +26,8 @@
 # slow_link_big (the same with 4 MiB allreduces, each lasting seconds, so
 # that heartbeats run under the throttle), loss (3% of node1's packets
 # dropped each way by iptables' statistic match), computing (rank 1
-# computes for 20 s, five times DDP_PEER_DEAD_S, while its peers wait) and
+# computes for 20 s, five times DDP_PEER_DEAD_S, while its peers wait;
+# DDP_MN_COMPUTE_S sets another time) and
 # busy_cores (two CPU-bound processes per core, started before the job,
 # compete with every rank and its control thread for 4 MiB allreduces).
 # The fault cases print how long after the fault the last rank returned and
@@ -278,7 +279,10 @@ slow_link | slow_link_big | loss | computing | busy_cores)
     case $case_name in
     slow_link_big) export DDP_MN_FLOATS=1048576 && calls=6 ;;
     loss) calls=300 ;;
-    computing) export DDP_MN_COMPUTE_S=20 && calls=5 ;;
+    computing)
+        export DDP_MN_COMPUTE_S=${DDP_MN_COMPUTE_S:-20} && calls=5
+        launcher_limit=$((${DDP_MN_COMPUTE_S%.*} + 100))
+        ;;
     busy_cores) export DDP_MN_FLOATS=1048576 && calls=20 ;;
     esac
     if [ "$case_name" = busy_cores ]; then
@@ -303,7 +307,7 @@ slow_link | slow_link_big | loss | computing | busy_cores)
         done
     fi
     start_loop 3 "$calls"
-    finish_fault "$(now)" 120
+    finish_fault "$(now)" "$launcher_limit"
     [ "$mpirun_status" = 0 ] || fail "mpirun exited with $mpirun_status"
     results_are DDP_OK 0 1 2
     ;;

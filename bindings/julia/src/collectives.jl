@@ -14,7 +14,9 @@ Ranks that pass different shapes, element types, ops or list lengths all get a
 function allreduce!(v, op = +, comm::Communicator = world();
                     fusion_bytes = nothing, timeout_s = nothing)
     code, arrays = op_code(op), array_list(v)
-    allreduce_arrays!(arrays, code, comm, fusion_bytes, timeout_s, list_names(v, arrays))
+    naming_tensors(v) do
+        allreduce_arrays!(arrays, code, comm, fusion_bytes, timeout_s, list_names(v, arrays))
+    end
     return v
 end
 

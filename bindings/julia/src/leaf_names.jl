@@ -68,3 +68,28 @@ function collect_paths!(paths, x, path)
     children, _ = struct_children(x)
     return collect_paths!(paths, children, path)
 end
+
+"""
+    naming_tensors(f, tree)
+
+Runs `f()`; a `DDP_ERR_MISMATCH` it throws names each tensor it mentions by its leaf's
+path in `tree`, as the program reaches it: libddp's "tensor 1 is f64[2] on rank 0 but
+f64[3] on rank 1" becomes "tensor 1 (b) is ...". The paths are built only on that
+error, so a call costs nothing more; a lone array has no path to add.
+"""
+function naming_tensors(f, tree)
+    try
+        return f()
+    catch error
+        (error isa DDPError && error.status == LibDDP.DDP_ERR_MISMATCH) || rethrow()
+        tree isa AbstractArray{<:Number} && rethrow()
+        paths = collect_paths!(String[], tree, "")
+        named(text) = begin
+            index = parse(Int, match(r"\d+", text).match) + 1  # libddp counts from 0
+            index <= length(paths) ? string(text, " (", paths[index], ")") : text
+        end
+        # Names libddp already gave (while a timeline records) are left as they are.
+        message = replace(error.message, r"\b(tensor|leaf) \d+\b(?! \()" => named)
+        throw(DDPError(error.status, error.name, message))
+    end
+end

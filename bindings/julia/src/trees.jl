@@ -97,10 +97,12 @@ function synchronize!(ps; root_rank::Integer = 0, comm::Communicator = world(),
     names = leaf_names(ps, leaves.arrays)
     opts = collective_options(fusion_bytes, timeout_s, names)
     scalars = leaves.scalars
-    with_tensors(leaves.arrays) do tensors
-        GC.@preserve scalars names check(LibDDP.ddp_sync_optimizer_state(
-            comm.handle, tensors, length(tensors), pointer(scalars), length(scalars),
-            root_rank, opts))
+    naming_tensors(ps) do
+        with_tensors(leaves.arrays) do tensors
+            GC.@preserve scalars names check(LibDDP.ddp_sync_optimizer_state(
+                comm.handle, tensors, length(tensors), pointer(scalars), length(scalars),
+                root_rank, opts))
+        end
     end
     return isempty(scalars) ? ps : rebuild(ps, scalars)
 end
@@ -123,7 +125,9 @@ function allreduce_gradients(gs; comm::Communicator = world(),
     else
         arrays = leaves.arrays
     end
-    allreduce_arrays!(arrays, LibDDP.DDP_OP_AVG, comm, fusion_bytes, timeout_s, names)
+    naming_tensors(gs) do
+        allreduce_arrays!(arrays, LibDDP.DDP_OP_AVG, comm, fusion_bytes, timeout_s, names)
+    end
     return isempty(scalars) ? gs : rebuild(gs, scalars)
 end
 
