@@ -24,8 +24,10 @@ namespace ddp {
 class ControlChannel;
 
 /// How long a peer may stay stopped, or silent across hosts, before it
-/// counts as dead (DDP_PEER_DEAD_S).
-constexpr double default_peer_dead_s = 4;
+/// counts as dead (DDP_PEER_DEAD_S): past a network outage of a few seconds
+/// and TCP's retransmissions after it (a 4 s flap took about 7 s to heal on
+/// simulated nodes), within the 15 s a dead node may cost.
+constexpr double default_peer_dead_s = 10;
 
 /// Who a rank's process is, as its peers can check it.
 struct ProcessIdentity {

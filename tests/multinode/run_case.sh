@@ -26,7 +26,7 @@
 # slow_link_big (the same with 4 MiB allreduces, each lasting seconds, so
 # that heartbeats run under the throttle), loss (3% of node1's packets
 # dropped each way by iptables' statistic match), computing (rank 1
-# computes for 20 s, five times DDP_PEER_DEAD_S, while its peers wait;
+# computes for 20 s, twice DDP_PEER_DEAD_S, while its peers wait;
 # DDP_MN_COMPUTE_S sets another time) and
 # busy_cores (two CPU-bound processes per core, started before the job,
 # compete with every rank and its control thread for 4 MiB allreduces).
@@ -195,7 +195,9 @@ placement_2x2 | placement_3x1 | collectives_2x2 | collectives_shm_2x2 | collecti
 link_down)
     slots=1
     cluster_up 3
-    export DDP_TIMEOUT_S=1800
+    # The launcher would end the job when its keepalive to node2 fails
+    # (about 11 s), racing the ranks: it is given 25 s.
+    export DDP_TIMEOUT_S=1800 DDP_MN_KEEPALIVE_PROBES=10
     start_loop 3 0
     fault=$(now)
     ip -n "$DDP_MN_PREFIX-switch" link set port2 down

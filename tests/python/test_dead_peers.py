@@ -39,13 +39,14 @@ DEATHS = {
 }
 
 
-def run(tmp_path, body, ranks=2, transport=()):
+def run(tmp_path, body, ranks=2, transport=(), environment=None):
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(PROLOGUE) + textwrap.dedent(body))
     command = ["mpirun", "--mca", "orte_abort_on_non_zero_status", "0", *transport, "-np", str(ranks),
                sys.executable, str(script)]
     started = time.monotonic()
-    result = subprocess.run(command, env=ENVIRONMENT, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(command, env={**ENVIRONMENT, **(environment or {})}, capture_output=True, text=True,
+                            timeout=120)
     return result, time.monotonic() - started
 
 
@@ -120,7 +121,7 @@ def test_a_rank_that_dies_mid_reducer_step_fails_every_survivor_within_seconds(t
 
 def test_a_stopped_rank_counts_as_dead_and_fails_at_once_when_continued(tmp_path):
     """Rank 1 stops itself (SIGSTOP) in a step: rank 0 raises within the bound
-    (DDP_PEER_DEAD_S, 4 s by default), then continues rank 1 (SIGCONT), whose
+    (DDP_PEER_DEAD_S, set to 4 s here), then continues rank 1 (SIGCONT), whose
     next call fails at once instead of waiting."""
     result, _ = run(tmp_path, """
         if comm.rank == 1:
@@ -138,7 +139,7 @@ def test_a_stopped_rank_counts_as_dead_and_fails_at_once_when_continued(tmp_path
         except ddp.TimeoutError as error:
             print(f"survivor {comm.rank} raised after {time.monotonic() - started:.2f} s: {error}", flush=True)
         os.kill(int(pids[1]), signal.SIGCONT)
-    """)
+    """, environment={"DDP_PEER_DEAD_S": "4"})
     line = survivors_report(result, 2)[0]
     assert "has been stopped" in line and "rank 1 (pid" in line, line
     assert float(line.split("raised after ")[1].split(" s")[0]) < 4 + BOUND_S, line
@@ -149,8 +150,8 @@ def test_a_stopped_rank_counts_as_dead_and_fails_at_once_when_continued(tmp_path
 
 
 def test_a_rank_computing_longer_than_the_bound_is_not_called_dead(tmp_path):
-    """Rank 1 computes (all of its core) for 8 s, twice the bound, before
-    joining: rank 0 waits and the call completes on both."""
+    """Rank 1 computes (all of its core) for 8 s, twice the bound (set to 4 s
+    here), before joining: rank 0 waits and the call completes on both."""
     result, _ = run(tmp_path, """
         if comm.rank == 1:
             end = time.monotonic() + 8
@@ -159,6 +160,6 @@ def test_a_rank_computing_longer_than_the_bound_is_not_called_dead(tmp_path):
         out = comm.allreduce([np.ones(3)])
         who = "survivor" if comm.rank == 0 else "other"
         print(f"{who} {comm.rank} finished with {out[0][0]}", flush=True)
-    """)
+    """, environment={"DDP_PEER_DEAD_S": "4"})
     line = survivors_report(result, 2)[0]
     assert "finished with 2.0" in line, result.stdout + result.stderr[-2000:]
