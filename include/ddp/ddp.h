@@ -53,6 +53,14 @@
  *    collective cannot be cancelled): keep them alive, and end the job, as
  *    PyTorch's watchdog does. ddp_finalize on a broken communicator returns
  *    in bounded time.
+ *  - Dead peers: a call waiting on a peer that has died fails before the
+ *    timeout, as a timeout would (DDP_ERR_TIMEOUT, the communicator broken,
+ *    the peers told), naming the rank, its pid and host and what it last
+ *    called: on the same host at once (its process is gone), on another
+ *    host once it has left heartbeats unanswered for DDP_PEER_DEAD_S
+ *    seconds (default 10; a peer stopped that long on the same host counts
+ *    too). A peer that is slow or computing keeps answering and is waited
+ *    for (docs/multinode.md, Dead peers).
  *  - GPU buffers (DDP_DEVICE_CUDA): a list is all host memory or all
  *    device memory of the communicator's GPU (ddp_device); anything else is
  *    DDP_ERR_INVALID_ARGUMENT. A device call is ordered on the CUDA stream

@@ -18,6 +18,8 @@ from conftest import ROOT  # noqa: F401 (the package under test comes from conft
 
 ENVIRONMENT = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+# Shared memory (Open MPI's default here), and TCP only.
+TRANSPORTS, TRANSPORT_IDS = [(), ("--mca", "btl", "self,tcp")], ["shm", "tcp"]
 # Survivors: how long after the death they may take to raise.
 BOUND_S = 5.0
 
@@ -62,7 +64,7 @@ def survivors_report(result, ranks):
     return lines
 
 
-@pytest.mark.parametrize("transport", [(), ("--mca", "btl", "self,tcp")], ids=["shm", "tcp"])
+@pytest.mark.parametrize("transport", TRANSPORTS, ids=TRANSPORT_IDS)
 @pytest.mark.parametrize("death", DEATHS)
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_a_rank_that_dies_mid_collective_fails_every_survivor_within_seconds(tmp_path, death, ranks, transport):
@@ -91,8 +93,9 @@ def assert_names_the_dead_rank(line, rank):
     assert found or told, line
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS, ids=TRANSPORT_IDS)
 @pytest.mark.parametrize("death", DEATHS)
-def test_a_rank_that_dies_mid_reducer_step_fails_every_survivor_within_seconds(tmp_path, death):
+def test_a_rank_that_dies_mid_reducer_step_fails_every_survivor_within_seconds(tmp_path, death, transport):
     """The last of 3 ranks dies after marking one of two gradients ready: the
     first bucket's allreduce is in flight, and the survivors, which marked
     both, wait for the step in vain."""
@@ -112,7 +115,7 @@ def test_a_rank_that_dies_mid_reducer_step_fails_every_survivor_within_seconds(t
             print(f"survivor {{comm.rank}} finished: wrong", flush=True)
         except ddp.TimeoutError as error:
             print(f"survivor {{comm.rank}} raised after {{time.monotonic() - started:.2f}} s: {{error}}", flush=True)
-    """, ranks=3)
+    """, ranks=3, transport=transport)
     for line in survivors_report(result, 3):
         assert "raised after" in line, line
         assert float(line.split("raised after ")[1].split(" s")[0]) < BOUND_S, line
