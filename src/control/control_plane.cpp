@@ -70,12 +70,14 @@ CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s, bool
     in_call_.store(true, std::memory_order_release);
     recorder_.entered(sequence, static_cast<uint64_t>(kind), label.word());
     const double timeout = call_timeout_s > 0 ? call_timeout_s : timeout_s_;
-    CallContext call{kind,          sequence,
-                     Clock::now(),  deadline_after(timeout),
-                     deadline_after(stall_warning_s_),
-                     false,         label,
-                     previous_kind, CallLabel::from_word(previous_label),
-                     false};
+    CallContext call{.kind = kind,
+                     .sequence = sequence,
+                     .started = Clock::now(),
+                     .deadline = deadline_after(timeout),
+                     .stall_warning_at = deadline_after(stall_warning_s_),
+                     .label = label,
+                     .previous_kind = previous_kind,
+                     .previous_label = CallLabel::from_word(previous_label)};
     // A reducer step spans the caller's computing between its marks: only
     // its waits are watched.
     watching_call_ = kind != CollectiveKind::reducer_step;

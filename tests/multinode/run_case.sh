@@ -29,7 +29,9 @@
 # computes for 20 s, twice DDP_PEER_DEAD_S, while its peers wait;
 # DDP_MN_COMPUTE_S sets another time) and
 # busy_cores (two CPU-bound processes per core, started before the job,
-# compete with every rank and its control thread for 4 MiB allreduces).
+# compete with every rank and its control thread, through 4 MiB allreduces
+# and while rank 1 computes for 15 s: its control thread must still answer
+# its peers' heartbeats in time).
 # The fault cases print how long after the fault the last rank returned and
 # the job (mpirun) ended.
 set -u
@@ -285,7 +287,7 @@ slow_link | slow_link_big | loss | computing | busy_cores)
         export DDP_MN_COMPUTE_S=${DDP_MN_COMPUTE_S:-20} && calls=5
         launcher_limit=$((${DDP_MN_COMPUTE_S%.*} + 100))
         ;;
-    busy_cores) export DDP_MN_FLOATS=1048576 && calls=20 ;;
+    busy_cores) export DDP_MN_FLOATS=1048576 DDP_MN_COMPUTE_S=15 && calls=10 ;;
     esac
     if [ "$case_name" = busy_cores ]; then
         for ((i = 0; i < 2 * $(nproc); i++)); do
