@@ -63,6 +63,6 @@ cluster_mpirun() {
         --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes "${DDP_MN_KEEPALIVE_PROBES:-3}" \
         -x DDP_MN_OUT -x DDP_TIMEOUT_S -x DDP_HANG_WATCHDOG_S -x DDP_STALL_WARN_S -x DDP_BACKEND \
         ${DDP_MN_PERTURB:+-x MALLOC_PERTURB_="$DDP_MN_PERTURB"} ${DDP_HIERARCHICAL:+-x DDP_HIERARCHICAL} \
-        ${DDP_MN_FLOATS:+-x DDP_MN_FLOATS} ${DDP_MN_COMPUTE_S:+-x DDP_MN_COMPUTE_S} \
+        ${DDP_MN_FLOATS:+-x DDP_MN_FLOATS} ${DDP_MN_COMPUTE_S:+-x DDP_MN_COMPUTE_S} -x DDP_FLIGHT_RECORDER_DIR \
         ${DDP_SHM:+-x DDP_SHM} ${DDP_LOG_LEVEL:+-x DDP_LOG_LEVEL} "$@"
 }

@@ -40,7 +40,8 @@ build=$(cd "$2" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 export DDP_MN_PREFIX="ddpmn$$x$RANDOM"
 DDP_MN_OUT=$(mktemp -d /tmp/ddp-multinode.XXXXXX)
-export DDP_MN_OUT
+# Dumps stay with the case's other output and go with it.
+export DDP_MN_OUT DDP_FLIGHT_RECORDER_DIR=$DDP_MN_OUT/reports
 export DDP_TIMEOUT_S=${DDP_TIMEOUT_S:-30} DDP_HANG_WATCHDOG_S=${DDP_HANG_WATCHDOG_S:-3}
 export DDP_STALL_WARN_S=${DDP_STALL_WARN_S:-60} DDP_BACKEND=mpi
 # Meson's MALLOC_PERTURB_ can make mpirun itself crash after a rank died

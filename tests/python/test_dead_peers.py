@@ -47,8 +47,9 @@ def run(tmp_path, body, ranks=2, transport=(), environment=None):
     command = ["mpirun", "--mca", "orte_abort_on_non_zero_status", "0", *transport, "-np", str(ranks),
                sys.executable, str(script)]
     started = time.monotonic()
-    result = subprocess.run(command, env={**ENVIRONMENT, **(environment or {})}, capture_output=True, text=True,
-                            timeout=120)
+    # The survivors' dumps go with the test's other files.
+    environment = {**ENVIRONMENT, "DDP_FLIGHT_RECORDER_DIR": str(tmp_path / "reports"), **(environment or {})}
+    result = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=120)
     return result, time.monotonic() - started
 
 

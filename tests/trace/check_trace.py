@@ -203,7 +203,11 @@ def forced_abort(script, ddp_trace, folder):
 
 
 def on_demand(script, ddp_trace, folder):
-    result = run(script, "dump", str(folder / "fr.%r.json"))
+    # A temporary directory of its own: an earlier job given the same job id
+    # (Open MPI reuses them) may have left dumps in /tmp's job folder.
+    temporary = folder / "tmp"
+    temporary.mkdir()
+    result = run(script, "dump", str(folder / "fr.%r.json"), env={"TMPDIR": str(temporary)})
     dumps = [folder / f"fr.{r}.json" for r in range(RANKS)]
     for rank, dump in enumerate(dumps):
         content = json.loads(dump.read_text())
@@ -217,7 +221,7 @@ def on_demand(script, ddp_trace, folder):
     written = [Path(p) for p in re.findall(r"flight recorder written to (\S+)", result.stderr)]
     assert len(written) == RANKS and len({p.parent for p in written}) == 1, result.stderr
     job = written[0].parent
-    assert job.parent == Path(os.environ.get("TMPDIR", "/tmp")) / f"ddp-{os.geteuid()}", job
+    assert job.parent == temporary / f"ddp-{os.geteuid()}", job
     assert stat.S_IMODE(job.stat().st_mode) == 0o700 and stat.S_IMODE(job.parent.stat().st_mode) == 0o700
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in written)
     assert explained(ddp_trace, [job]).startswith("All 2 ranks ran the same calls up to #3")  # the folder
