@@ -23,12 +23,6 @@ constexpr double answer_wait_s = 1.0;
 // A wait this long looks for dead peers on this host, and as often.
 constexpr auto liveness_interval = std::chrono::milliseconds(100);
 
-std::string seconds_text(double seconds) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.3g s", seconds);
-    return text;
-}
-
 /// "allreduce #7, still inside it", "barrier #4, finished", "no collective yet".
 std::string status_text(const PeerStatus& status) {
     if (status.sequence == 0) return "no collective yet";

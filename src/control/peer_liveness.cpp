@@ -10,6 +10,7 @@
 
 #include "control/channel.hpp"
 #include "util/hash.hpp"
+#include "util/log.hpp"
 
 namespace ddp {
 
@@ -53,12 +54,6 @@ std::optional<ProcStat> read_stat(uint64_t pid) {
     fields >> stat.start_ticks;                                  // field 22: starttime
     if (!fields) return std::nullopt;
     return stat;
-}
-
-std::string seconds_text(double seconds) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.3g s", seconds);
-    return text;
 }
 
 }  // namespace

@@ -89,4 +89,10 @@ void set_log_callback(ddp_log_callback callback, void* user) {
     log_callback_user = user;
 }
 
+std::string seconds_text(double seconds) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3g s", seconds);
+    return text;
+}
+
 }  // namespace ddp

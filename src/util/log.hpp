@@ -19,4 +19,7 @@ void log_line(int rank, int size, int level, const std::string& message);
 
 void set_log_callback(ddp_log_callback callback, void* user);
 
+/// A duration as messages write it: "0.1 s", "11 s", "2.5e+03 s".
+std::string seconds_text(double seconds);
+
 }  // namespace ddp
