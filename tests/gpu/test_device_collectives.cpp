@@ -29,22 +29,40 @@ int rank = 0, size = 1, device = -1;
 
 double expected(ddp_op op, size_t tensor, size_t element) { return expected_value(op, size, tensor, element); }
 
-/// Device tensors of the given element counts, filled with this rank's values.
+/// Device tensors of the given element counts, filled with this rank's
+/// values: each in a buffer of its own, or (Layout::views) back to back in
+/// one buffer, as a bucket or a flattened model lays them.
+enum class Layout { apart, views };
+
 struct DeviceList {
     ddp_dtype dtype;
     std::vector<size_t> counts;
     std::vector<void*> buffers;
     std::vector<ddp_tensor> tensors;
 
-    DeviceList(ddp_dtype type, std::vector<size_t> sizes, int fill_rank, cudaStream_t stream)
+    DeviceList(ddp_dtype type, std::vector<size_t> sizes, int fill_rank, cudaStream_t stream,
+               Layout layout = Layout::apart)
         : dtype(type), counts(std::move(sizes)) {
-        for (size_t t = 0; t < counts.size(); ++t) {
+        size_t total = 0;
+        for (size_t count : counts) total += count;
+        std::byte* next = nullptr;
+        if (layout == Layout::views) {
             void* data = nullptr;
-            EXPECT_EQ(cudaMalloc(&data, std::max<size_t>(counts[t], 1) * element_size(dtype)), cudaSuccess);
+            EXPECT_EQ(cudaMalloc(&data, std::max<size_t>(total, 1) * element_size(dtype)), cudaSuccess);
+            buffers.push_back(data);
+            next = static_cast<std::byte*>(data);
+        }
+        for (size_t t = 0; t < counts.size(); ++t) {
+            void* data = next;
+            if (layout == Layout::apart) {
+                EXPECT_EQ(cudaMalloc(&data, std::max<size_t>(counts[t], 1) * element_size(dtype)), cudaSuccess);
+                buffers.push_back(data);
+            } else {
+                next += counts[t] * element_size(dtype);
+            }
             std::vector<std::byte> host(counts[t] * element_size(dtype));
             for (size_t e = 0; e < counts[t]; ++e) store(host, e, dtype, value_of(fill_rank, t, e));
             EXPECT_EQ(cudaMemcpyAsync(data, host.data(), host.size(), cudaMemcpyHostToDevice, stream), cudaSuccess);
-            buffers.push_back(data);
             tensors.push_back(ddp_tensor{data, static_cast<int64_t>(counts[t]), dtype, DDP_DEVICE_CUDA, device, 0});
         }
     }
@@ -58,7 +76,7 @@ struct DeviceList {
         ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
         for (size_t t = 0; t < counts.size(); ++t) {
             std::vector<std::byte> got(counts[t] * element_size(dtype)), wanted(got.size());
-            ASSERT_EQ(cudaMemcpy(got.data(), buffers[t], got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+            ASSERT_EQ(cudaMemcpy(got.data(), tensors[t].data, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
             for (size_t e = 0; e < counts[t]; ++e) store(wanted, e, dtype, want(t, e));
             ASSERT_EQ(std::memcmp(got.data(), wanted.data(), got.size()), 0)
                 << what << ": tensor " << t << " differs on rank " << rank;
@@ -102,15 +120,17 @@ TEST_P(Streams, AllreduceEveryDtypeOpAndListShape) {
     const ddp_collective_options opts = on(stream);
     for (ddp_dtype dtype : all_dtypes)
         for (ddp_op op : {DDP_OP_SUM, DDP_OP_AVG, DDP_OP_MIN, DDP_OP_MAX, DDP_OP_PROD})
-            for (const auto& shape : list_shapes) {
-                if (op == DDP_OP_AVG && !floating(dtype)) continue;
-                if (op == DDP_OP_PROD && size > 3) continue;  // keeps products exact in 8 bits
-                DeviceList list(dtype, shape, rank, stream);
-                DDP_OK_(ddp_allreduce_tensor_list(world, list.tensors.data(), static_cast<int64_t>(list.tensors.size()),
-                                                  op, &opts));
-                list.expect(stream, [&](size_t t, size_t e) { return expected(op, t, e); },
-                            "allreduce dtype " + std::to_string(dtype) + " op " + std::to_string(op));
-            }
+            for (const auto& shape : list_shapes)
+                for (Layout layout : {Layout::apart, Layout::views}) {
+                    if (op == DDP_OP_AVG && !floating(dtype)) continue;
+                    if (op == DDP_OP_PROD && size > 3) continue;  // keeps products exact in 8 bits
+                    DeviceList list(dtype, shape, rank, stream, layout);
+                    DDP_OK_(ddp_allreduce_tensor_list(world, list.tensors.data(),
+                                                      static_cast<int64_t>(list.tensors.size()), op, &opts));
+                    list.expect(stream, [&](size_t t, size_t e) { return expected(op, t, e); },
+                                "allreduce dtype " + std::to_string(dtype) + " op " + std::to_string(op) +
+                                    (layout == Layout::views ? ", views of one buffer" : ""));
+                }
 }
 
 TEST_P(Streams, AsyncCompletesOnTheHostAndOnAStream) {
@@ -128,7 +148,7 @@ TEST_P(Streams, BroadcastReduceSyncAndCheckReplicas) {
     const ddp_collective_options opts = on(stream);
     const int root = size - 1;
     {
-        DeviceList list(DDP_DTYPE_BF16, {100, 0, 70000}, rank, stream);
+        DeviceList list(DDP_DTYPE_BF16, {100, 0, 70000}, rank, stream, Layout::views);
         DDP_OK_(ddp_broadcast_tensor_list(world, list.tensors.data(), 3, root, &opts));
         list.expect(stream, [&](size_t t, size_t e) { return value_of(root, t, e); }, "broadcast");
         int32_t identical = 0;
@@ -136,7 +156,7 @@ TEST_P(Streams, BroadcastReduceSyncAndCheckReplicas) {
         EXPECT_EQ(identical, 1);
     }
     {
-        DeviceList list(DDP_DTYPE_F64, {9, 300000}, rank, stream);
+        DeviceList list(DDP_DTYPE_F64, {9, 300000}, rank, stream, Layout::views);
         DDP_OK_(ddp_reduce_tensor_list(world, list.tensors.data(), 2, DDP_OP_AVG, root, &opts));
         list.expect(stream,
                     [&](size_t t, size_t e) { return rank == root ? expected(DDP_OP_AVG, t, e) : value_of(rank, t, e); },

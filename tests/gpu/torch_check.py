@@ -51,8 +51,9 @@ def main():
         total = more.sum()
     request.wait()
     assert float(total) == (1 << 16) * sum(range(comm.size)), float(total)
-    comm.log(f"torch on {comm.backend}, cuda:{comm.device}: allreduce, reduce_scatter, allgather, broadcast, "
-             "async all match")
+    nccl = ".".join(map(str, torch.cuda.nccl.version()))
+    comm.log(f"torch on {comm.backend}, cuda:{comm.device} (torch's NCCL: {nccl}): allreduce, reduce_scatter, "
+             "allgather, broadcast, async all match")
     comm.finalize()
 
 

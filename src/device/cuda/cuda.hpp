@@ -113,6 +113,34 @@ private:
     int device_ = 0;  ///< where it was allocated: freed there
 };
 
+/// Device memory that grows on demand and is kept between calls (the
+/// buckets of small device tensors on the nccl backend). Growing frees the
+/// old memory, which waits for the device's work on it to end.
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    ~DeviceBuffer();
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    std::span<std::byte> get(size_t bytes);
+
+private:
+    std::byte* data_ = nullptr;
+    size_t size_ = 0;
+    int device_ = 0;  ///< where it was allocated: freed there
+};
+
+/// One copy between device buffers.
+struct CopyPiece {
+    const void* from;
+    void* to;
+    size_t bytes;
+};
+
+/// Every piece copied on `stream`, by one kernel per 64 pieces (a
+/// cudaMemcpyAsync each would cost a launch per tensor).
+void copy_pieces(std::span<const CopyPiece> pieces, void* stream);
+
 /// Asynchronous copies on `stream` (device to host, host to device).
 void copy_to_host(void* host, const void* device, size_t bytes, void* stream);
 void copy_to_device(void* device, const void* host, size_t bytes, void* stream);

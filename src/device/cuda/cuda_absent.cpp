@@ -32,6 +32,10 @@ Stream::~Stream() = default;
 PinnedBuffer::~PinnedBuffer() = default;
 std::span<std::byte> PinnedBuffer::get(size_t) { no_cuda(); }
 
+DeviceBuffer::~DeviceBuffer() = default;
+std::span<std::byte> DeviceBuffer::get(size_t) { no_cuda(); }
+void copy_pieces(std::span<const CopyPiece>, void*) { no_cuda(); }
+
 void copy_to_host(void*, const void*, size_t, void*) { no_cuda(); }
 void copy_to_device(void*, const void*, size_t, void*) { no_cuda(); }
 void divide_on_device(void*, int64_t, ddp_dtype, double, void*) { no_cuda(); }

@@ -244,6 +244,28 @@ std::span<std::byte> PinnedBuffer::get(size_t bytes) {
     return {data_, bytes};
 }
 
+DeviceBuffer::~DeviceBuffer() {
+    if (data_ != nullptr) free_on(device_, [this] { cudaFree(data_); });
+}
+
+std::span<std::byte> DeviceBuffer::get(size_t bytes) {
+    if (bytes > size_) {
+        if (data_ != nullptr) check(cudaFree(data_), "cudaFree");
+        data_ = nullptr;
+        size_ = 0;
+        void* grown = nullptr;
+        const cudaError_t error = cudaMalloc(&grown, bytes);
+        if (error == cudaErrorMemoryAllocation)
+            fail(DDP_ERR_OUT_OF_MEMORY, "cudaMalloc of " + std::to_string(bytes) +
+                                            " bytes for the buckets of small device tensors failed");
+        check(error, "cudaMalloc");
+        data_ = static_cast<std::byte*>(grown);
+        size_ = bytes;
+        device_ = current_device();
+    }
+    return {data_, bytes};
+}
+
 void copy_to_host(void* host, const void* device, size_t bytes, void* stream) {
     if (bytes == 0) return;
     check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, as_stream(stream)), "cudaMemcpyAsync to host");
