@@ -202,6 +202,22 @@ void lists(const std::string& models) {
         row("list", name, "libddp, views of one buffer", time_median(10, [&] {
             check(ddp_allreduce_tensor_list(world, views.data(), n, DDP_OP_SUM, &opts) == DDP_OK, "allreduce");
         }), floor, bytes);
+        // Back to back (as training steps run): each call's host work overlaps the GPU's work on the one before.
+        constexpr int calls = 10;
+        const double floor_each = time_median(5, [&] {
+            for (int i = 0; i < calls; ++i)
+                ncclAllReduce(flat, flat, static_cast<size_t>(total), ncclFloat32, ncclSum, raw, stream);
+        }) / calls;
+        row("list, 10 back to back", name, "one ncclAllReduce over the same bytes (floor)", floor_each, floor_each,
+            bytes);
+        for (const auto& [strategy, list] : {std::pair{"libddp, separate tensors", &apart},
+                                             std::pair{"libddp, views of one buffer", &views}}) {
+            const double each = time_median(5, [&, list = list] {
+                for (int i = 0; i < calls; ++i)
+                    check(ddp_allreduce_tensor_list(world, list->data(), n, DDP_OP_SUM, &opts) == DDP_OK, "allreduce");
+            }) / calls;
+            row("list, 10 back to back", name, strategy, each, floor_each, bytes);
+        }
         cudaFree(flat);
         cudaFree(separate);
     }
@@ -228,6 +244,10 @@ void host_overhead() {
     const double libddp = per_call([&] { ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, &opts); });
     row("host time per call", "4 KiB", "raw ncclAllReduce", nccl, nccl, 4096);
     row("host time per call", "4 KiB", "libddp (agreement + enqueue)", libddp, nccl, 4096);
+    // What one round of messages between the ranks costs here (agreement needs at least one).
+    int64_t word = 0, sum = 0;
+    const double mpi = per_call([&] { MPI_Allreduce(&word, &sum, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD); });
+    row("host time per call", "8 bytes", "MPI_Allreduce on the host", mpi, nccl, 8);
     cudaFree(data);
 }
 
