@@ -14,9 +14,12 @@ Every collective takes an array, a number, or a tree of them (dicts, lists,
 tuples, dataclasses, JAX pytrees). Writable arrays (NumPy, or anything with
 __dlpack__, __cuda_array_interface__ or the buffer protocol) are used in
 place, never copied; JAX arrays and numbers come back as new values. The op
-defaults to "sum" (as MPI, mpi4py and torch.distributed); ask for "avg".
+defaults to "sum" (as MPI, mpi4py and torch.distributed); ask for "avg" (or
+ddp.Op.AVG, or torch.distributed.ReduceOp.AVG). A generator of arrays, such as
+model.parameters(), is read into a list (which comes back).
 """
 from ._communicator import Communicator, ReplicaCheck, Request, SubCommunicator, init
+from ._ops import Op
 from ._reducer import Reducer
 from ._ffi import (AlreadyInitializedError, BackendError, BufferTooSmallError, DDPError,
                    InternalError, InvalidArgumentError, MismatchError, NotInitializedError,
@@ -27,7 +30,7 @@ from ._timeline import dump_flight_recorder, timeline
 
 __version__ = _version_string().decode()
 
-__all__ = ["init", "Communicator", "SubCommunicator", "Request", "ReplicaCheck", "Reducer", "shard_indices", "shard_count",
+__all__ = ["init", "Op", "Communicator", "SubCommunicator", "Request", "ReplicaCheck", "Reducer", "shard_indices", "shard_count",
            "ShardedSampler", "DDPError", "InvalidArgumentError", "MismatchError",
            "UnsupportedError", "NotInitializedError", "AlreadyInitializedError", "TimeoutError",
            "BackendError", "OutOfMemoryError", "BufferTooSmallError", "InternalError",

@@ -251,6 +251,7 @@ class Communicator:
         stream: for GPU arrays (CuPy, PyTorch), the CUDA stream the call is
         ordered on (default: the legacy default stream); see ddp.h.
         timeout: seconds this call may take (default: the communicator's)."""
+        tensors = _trees.materialized(tensors)
         with self._checked("allreduce", tensors, "tensors", timeout) as call:
             rebuild, reduce_op, staging, tensor_list, options = _allreduce_arguments(
                 call, tensors, op, fusion_bytes, stream, timeout)
@@ -269,12 +270,14 @@ class Communicator:
         a list or any tree of them): the way to reduce gradients every step.
         Experimental in libddp's C API (ddp_reducer_*). See ddp.Reducer.
         timeout: seconds each step (and the creation) may take."""
+        like = _trees.materialized(like)
         return Reducer(self, like, op, fusion_bytes, timeout)
 
     def allreduce_async(self, tensors, op="sum", fusion_bytes=None, stream=None, timeout=None):
         """Starts allreduce in the background; returns a Request whose wait()
         gives what allreduce would have returned. Leave the arrays alone until
         then. GPU arrays: see allreduce's stream, and Request.wait_on(stream)."""
+        tensors = _trees.materialized(tensors)
         _free_finished_abandoned()
         with self._checked("allreduce", tensors, "tensors", timeout) as call:
             rebuild, reduce_op, staging, tensor_list, options = _allreduce_arguments(
@@ -288,6 +291,7 @@ class Communicator:
         """Gives every leaf of tensors root's value and returns the result:
         writable arrays are overwritten in place, JAX arrays and numbers come
         back as new values (broadcast(params_dict) works on any tree)."""
+        tensors = _trees.materialized(tensors)
         with self._checked("broadcast", tensors, "tensors", timeout) as call:
             leaves, rebuild = _trees.flatten(tensors)
             stream = stream_handle(stream)
@@ -302,6 +306,7 @@ class Communicator:
     def reduce(self, tensors, op="sum", root=0, stream=None, timeout=None):
         """Reduces into root's leaves (returned as allreduce returns them); other
         ranks' leaves are left as they were."""
+        tensors = _trees.materialized(tensors)
         with self._checked("reduce", tensors, "tensors", timeout) as call:
             leaves, rebuild = _trees.flatten(tensors)
             reduce_op = op_value(op)
@@ -323,6 +328,7 @@ class Communicator:
         tree of the same structure; a JAX leaf there comes back as a new
         value). A leaf may be this rank's block of its out leaf (in place).
         The inputs are only read. timeout: as allreduce's."""
+        tensors, out = _trees.materialized(tensors), _trees.materialized(out)
         with self._checked("allgather", tensors, "tensors", timeout) as call:
             inputs, outputs, options, finish = _sharded_arguments(
                 call, tensors, out, True, fusion_bytes, stream, timeout)
@@ -334,6 +340,7 @@ class Communicator:
         """Starts allgather in the background; returns a Request whose wait()
         gives what allgather would have returned. Leave the arrays alone until
         then."""
+        tensors, out = _trees.materialized(tensors), _trees.materialized(out)
         _free_finished_abandoned()
         with self._checked("allgather", tensors, "tensors", timeout) as call:
             inputs, outputs, options, finish = _sharded_arguments(
@@ -352,6 +359,7 @@ class Communicator:
         a ValueError (pad it). The tree that comes back is new NumPy arrays, or
         out's leaves written in place, as allgather's. The inputs are only
         read: the gradient half of ZeRO and FSDP, allgather the parameter half."""
+        tensors, out = _trees.materialized(tensors), _trees.materialized(out)
         with self._checked("reduce_scatter", tensors, "tensors", timeout) as call:
             reduce_op = op_value(op)
             inputs, outputs, options, finish = _sharded_arguments(
@@ -364,6 +372,7 @@ class Communicator:
                              stream=None, timeout=None):
         """Starts reduce_scatter in the background; returns a Request whose
         wait() gives what reduce_scatter would have returned."""
+        tensors, out = _trees.materialized(tensors), _trees.materialized(out)
         _free_finished_abandoned()
         with self._checked("reduce_scatter", tensors, "tensors", timeout) as call:
             reduce_op = op_value(op)
@@ -380,6 +389,7 @@ class Communicator:
         in the returned tree; strings and bytes (configuration) are left alone.
         Raises MismatchError on every rank, naming the first differing leaf by
         its path, if the structures (paths, shapes, dtypes) differ."""
+        state = _trees.materialized(state)
         with self._checked("sync_optimizer_state", state, "state", timeout) as call:
             leaves, rebuild = _trees.flatten(state)
             kinds = [_state_leaf_kind(leaf, call.leaf_name(index)) for index, leaf in enumerate(leaves)]
@@ -406,6 +416,7 @@ class Communicator:
         """Whether every rank holds bitwise the same leaves (arrays, numbers, any
         tree of them); the result is falsy when not, and its message names the
         first differing leaf (by its path) and two ranks."""
+        tensors = _trees.materialized(tensors)
         with self._checked("check_replicas", tensors, "tensors", timeout) as call:
             leaves, _ = _trees.flatten(tensors)
             stream = stream_handle(stream)

@@ -2,7 +2,8 @@
 numbers (Python or NumPy scalars), are copied into small NumPy buffers that it
 can write; after the call each comes back as a new value of its own kind.
 Mutable arrays (NumPy, PyTorch, CuPy, buffers) are passed as they are and
-reduced in place. This is what mpi4jax and hvd.allreduce do for immutable
+reduced in place (a torch tensor that requires grad through its detached
+alias). This is what mpi4jax and hvd.allreduce do for immutable
 arrays: return the result."""
 import numbers
 
@@ -54,6 +55,11 @@ class Staging:
 def _stage(leaf, writes, averaging):
     if type(leaf) is np.ndarray:  # the common case first: in place
         return leaf, None
+    if getattr(leaf, "requires_grad", False) is True and hasattr(leaf, "detach"):
+        # A torch tensor that requires grad (a parameter) refuses DLPack; its
+        # detached alias shares the storage, so the call writes the tensor
+        # itself, outside autograd, as torch.distributed does.
+        return leaf.detach(), lambda buffer: leaf
     if is_immutable_array(leaf):
         if not writes:
             return leaf, None

@@ -9,6 +9,7 @@ rebuilds each container with its own type and key order. When JAX is loaded,
 what JAX's registry opens (optax states, flax structs, equinox modules) is
 opened by JAX. A dataclass that neither knows is opened field by field.
 """
+import collections.abc
 import copy
 import dataclasses
 import re
@@ -18,6 +19,15 @@ import numpy as np
 import optree
 
 from ._staging import is_number
+
+
+def materialized(tree):
+    """The tree, with a one-shot iterable of leaves (a generator such as
+    model.parameters(), a map, dict.values()) read into a list first, so
+    that it can be flattened, named and rebuilt: the list comes back."""
+    if isinstance(tree, (collections.abc.Iterator, collections.abc.ValuesView)):
+        return list(tree)
+    return tree
 
 
 def flatten(tree):
