@@ -23,9 +23,10 @@ const char* plane_name(Communicator& comm, const CollectiveCall& call, bool carr
 }
 
 // Whether the call runs a fusion plan over its tensors in place (allreduce,
-// reduce, broadcast, sync_optimizer_state), where one region is one step.
+// reduce, broadcast, sync_optimizer_state), where one region is one step
+// (on a device plane, one call).
 bool in_place_planned(const CollectiveRules& rules, const CollectiveCall& call) {
-    return rules.planned && call.outputs.empty() && !call.on_device;
+    return rules.planned && call.outputs.empty();
 }
 
 // A call whose bucket size is chosen by measurement (core/bucket_tuning.hpp):
@@ -90,7 +91,7 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
     // waiting for their timeout.
     try {
         if (call.on_device)
-            run_device_data_phase(comm, context, call, words);
+            run_device_data_phase(comm, context, call, words, scattered == 0);
         else
             run_host_data_phase(comm, context, call, words, scattered == 0);
     } catch (const Error& error) {

@@ -1,6 +1,7 @@
 #include "core/device_collectives.hpp"
 
 #include "core/collectives/collective_rules.hpp"
+#include "core/fusion_plan.hpp"
 #include "device/cuda/cuda.hpp"
 #include "util/dtype.hpp"
 #include "util/error.hpp"
@@ -14,7 +15,7 @@ bool runs_on_gpu(Communicator& comm, const CollectiveCall& call) {
 }
 
 void run_device_data_phase(Communicator& comm, CallContext& context, const CollectiveCall& call,
-                           std::span<const uint64_t> words) {
+                           std::span<const uint64_t> words, bool one_region) {
     const cuda::DeviceScope on_device(comm.device());  // the caller's thread may have another device current
     if (!runs_on_gpu(comm, call)) return run_staged(comm, context, call, words);
     DevicePlane& plane = *comm.planes().device();
@@ -28,8 +29,13 @@ void run_device_data_phase(Communicator& comm, CallContext& context, const Colle
         reached.record(call.stream);
         reached.make_wait(stream);
     }
+    // Views of one buffer on every rank: one NCCL call over the buffer. Only
+    // what every rank agreed on may shape the calls, never a rank's own layout.
+    const ddp_tensor region = one_region ? one_region_tensor(call.tensors) : ddp_tensor{};
+    CollectiveCall as_one = call;
+    if (one_region) as_one.tensors = std::span(&region, 1);
     try {
-        rules_for(call.kind).device(comm, context, call, plane, stream);
+        rules_for(call.kind).device(comm, context, as_one, plane, stream);
     } catch (const Error& error) {
         // NCCL may hold part of the call: this rank cannot go on, and its peers must not wait.
         comm.control().break_from_device(error.status(), error.what(), true);

@@ -17,9 +17,11 @@ namespace ddp {
 /// when its results are back in the device buffers.
 bool runs_on_gpu(Communicator& comm, const CollectiveCall& call);
 
-/// The data phase of a device call, either way.
+/// The data phase of a device call, either way. `one_region`: every rank's
+/// tensors lie in one region of memory (agreed), so a device plane takes
+/// them as one tensor.
 void run_device_data_phase(Communicator& comm, CallContext& context, const CollectiveCall& call,
-                           std::span<const uint64_t> words);
+                           std::span<const uint64_t> words, bool one_region);
 
 /// The staged way: device to pinned host memory on the call's stream, the
 /// host data phase on that memory, and back. Blocks the host until the

@@ -95,4 +95,16 @@ FusionPlan one_region_plan(std::span<const ddp_tensor> tensors) {
     return plan;  // largest_bucket_bytes stays 0: the step runs in place
 }
 
+ddp_tensor one_region_tensor(std::span<const ddp_tensor> tensors) {
+    ddp_tensor region{};
+    int64_t elements = 0;
+    for (const ddp_tensor& tensor : tensors) {
+        if (tensor.count == 0) continue;
+        if (elements == 0) region = tensor;
+        elements += tensor.count;
+    }
+    region.count = elements;
+    return region;
+}
+
 }  // namespace ddp

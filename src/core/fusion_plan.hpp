@@ -68,4 +68,7 @@ bool lies_in_one_region(std::span<const ddp_tensor> tensors);
 /// over all of it, run in place (no bucket).
 FusionPlan one_region_plan(std::span<const ddp_tensor> tensors);
 
+/// A list that lies in one region as one tensor over all of it.
+ddp_tensor one_region_tensor(std::span<const ddp_tensor> tensors);
+
 }  // namespace ddp

@@ -31,8 +31,9 @@ double expected(ddp_op op, size_t tensor, size_t element) { return expected_valu
 
 /// Device tensors of the given element counts, filled with this rank's
 /// values: each in a buffer of its own, or (Layout::views) back to back in
-/// one buffer, as a bucket or a flattened model lays them.
-enum class Layout { apart, views };
+/// one buffer, as a bucket or a flattened model lays them; Layout::mixed is
+/// views on rank 0 and apart elsewhere (the calls must not depend on it).
+enum class Layout { apart, views, mixed };
 
 struct DeviceList {
     ddp_dtype dtype;
@@ -45,6 +46,7 @@ struct DeviceList {
         : dtype(type), counts(std::move(sizes)) {
         size_t total = 0;
         for (size_t count : counts) total += count;
+        if (layout == Layout::mixed) layout = fill_rank == 0 ? Layout::views : Layout::apart;
         std::byte* next = nullptr;
         if (layout == Layout::views) {
             void* data = nullptr;
@@ -121,7 +123,7 @@ TEST_P(Streams, AllreduceEveryDtypeOpAndListShape) {
     for (ddp_dtype dtype : all_dtypes)
         for (ddp_op op : {DDP_OP_SUM, DDP_OP_AVG, DDP_OP_MIN, DDP_OP_MAX, DDP_OP_PROD})
             for (const auto& shape : list_shapes)
-                for (Layout layout : {Layout::apart, Layout::views}) {
+                for (Layout layout : {Layout::apart, Layout::views, Layout::mixed}) {
                     if (op == DDP_OP_AVG && !floating(dtype)) continue;
                     if (op == DDP_OP_PROD && size > 3) continue;  // keeps products exact in 8 bits
                     DeviceList list(dtype, shape, rank, stream, layout);
@@ -129,7 +131,9 @@ TEST_P(Streams, AllreduceEveryDtypeOpAndListShape) {
                                                       static_cast<int64_t>(list.tensors.size()), op, &opts));
                     list.expect(stream, [&](size_t t, size_t e) { return expected(op, t, e); },
                                 "allreduce dtype " + std::to_string(dtype) + " op " + std::to_string(op) +
-                                    (layout == Layout::views ? ", views of one buffer" : ""));
+                                    (layout == Layout::views   ? ", views of one buffer"
+                                     : layout == Layout::mixed ? ", views on rank 0 only"
+                                                               : ""));
                 }
 }
 
@@ -148,7 +152,7 @@ TEST_P(Streams, BroadcastReduceSyncAndCheckReplicas) {
     const ddp_collective_options opts = on(stream);
     const int root = size - 1;
     {
-        DeviceList list(DDP_DTYPE_BF16, {100, 0, 70000}, rank, stream, Layout::views);
+        DeviceList list(DDP_DTYPE_BF16, {100, 0, 70000}, rank, stream, Layout::mixed);
         DDP_OK_(ddp_broadcast_tensor_list(world, list.tensors.data(), 3, root, &opts));
         list.expect(stream, [&](size_t t, size_t e) { return value_of(root, t, e); }, "broadcast");
         int32_t identical = 0;

@@ -55,6 +55,19 @@ def test_allreduce_of_a_loss_that_requires_grad(comm):
     np.testing.assert_array_equal(leaf.detach().numpy(), np.full(3, sum(range(comm.size)), np.float32))
 
 
+def test_a_backward_pass_that_needs_the_values_before_a_reduction_raises(comm):
+    """As after torch's own in-place ops: the write bumps the version counter."""
+    x = torch.ones(4, requires_grad=True)
+    y = x.exp()  # exp keeps its result for the backward pass
+    comm.allreduce(y)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    z = x * 2  # mul keeps x, not z: reducing z leaves its backward pass valid
+    comm.allreduce(z, op=ddp.Op.AVG)
+    z.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(4, 2.0, np.float32))
+
+
 @pytest.mark.parametrize("op", [ddp.Op.SUM, ddp.Op.AVG, ddp.Op.MIN, ddp.Op.MAX, ddp.Op.PROD,
                                 dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.MIN,
                                 dist.ReduceOp.MAX, dist.ReduceOp.PRODUCT],

@@ -270,7 +270,6 @@ class Communicator:
         a list or any tree of them): the way to reduce gradients every step.
         Experimental in libddp's C API (ddp_reducer_*). See ddp.Reducer.
         timeout: seconds each step (and the creation) may take."""
-        like = _trees.materialized(like)
         return Reducer(self, like, op, fusion_bytes, timeout)
 
     def allreduce_async(self, tensors, op="sum", fusion_bytes=None, stream=None, timeout=None):

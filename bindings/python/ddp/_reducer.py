@@ -68,6 +68,7 @@ class Reducer:
 
     def __init__(self, comm, like, op="avg", fusion_bytes=None, timeout=None):
         self._buckets = None
+        like = _trees.materialized(like)
         with CheckedCall(comm, "reducer_create", like, "like", timeout) as call:
             leaves, rebuild = _trees.flatten(like)
             shapes_and_types = [_shape_and_dtype(leaf, call.leaf_name(index))

@@ -56,10 +56,12 @@ def _stage(leaf, writes, averaging):
     if type(leaf) is np.ndarray:  # the common case first: in place
         return leaf, None
     if getattr(leaf, "requires_grad", False) is True and hasattr(leaf, "detach"):
-        # A torch tensor that requires grad (a parameter) refuses DLPack; its
-        # detached alias shares the storage, so the call writes the tensor
-        # itself, outside autograd, as torch.distributed does.
-        return leaf.detach(), lambda buffer: leaf
+        # A torch tensor that requires grad (a parameter, a loss) refuses
+        # DLPack; its detached alias shares the storage, so the call writes
+        # the tensor itself, outside autograd. Its version counter is bumped
+        # then, as by torch's in-place ops: a backward pass that needs the old
+        # values raises instead of using the new ones.
+        return leaf.detach(), (lambda buffer: _written(leaf)) if writes else (lambda buffer: leaf)
     if is_immutable_array(leaf):
         if not writes:
             return leaf, None
@@ -75,3 +77,11 @@ def _stage(leaf, writes, averaging):
         buffer = np.array([leaf], dtype=np.float64 if as_float else np.int64)
         return buffer, lambda buffer: kind(buffer[0])
     return leaf, None
+
+
+def _written(tensor):
+    """A torch tensor after libddp wrote its storage: autograd told, as by an
+    in-place op (torch is loaded: tensor is one of its)."""
+    import torch
+    torch.autograd.graph.increment_version(tensor)
+    return tensor

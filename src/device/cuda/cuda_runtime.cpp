@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <utility>
 
 #include "util/pending.hpp"
 #include "device/cuda/cuda.hpp"
@@ -250,9 +251,10 @@ DeviceBuffer::~DeviceBuffer() {
 
 std::span<std::byte> DeviceBuffer::get(size_t bytes) {
     if (bytes > size_) {
-        if (data_ != nullptr) check(cudaFree(data_), "cudaFree");
-        data_ = nullptr;
+        // Allowed while another thread captures a CUDA graph (as PyTorch does).
+        const ThreadLocalCapture capture;
         size_ = 0;
+        if (std::byte* old = std::exchange(data_, nullptr)) check(cudaFree(old), "cudaFree");
         void* grown = nullptr;
         const cudaError_t error = cudaMalloc(&grown, bytes);
         if (error == cudaErrorMemoryAllocation)

@@ -17,26 +17,31 @@ size_t aligned(size_t offset) { return (offset + alignment - 1) / alignment * al
 
 }  // namespace
 
-std::vector<ddp_tensor> DeviceFusion::pack(std::span<const ddp_tensor> runs, void* stream) {
+std::vector<ddp_tensor> DeviceFusion::pack(std::span<const ddp_tensor> tensors, void* stream) {
     packed_.clear();
     std::vector<ddp_tensor> to_reduce;
-    std::map<int32_t, std::vector<const ddp_tensor*>> small;  // by dtype
+    std::map<int32_t, std::vector<const ddp_tensor*>> small;  // by dtype, in list order
     size_t total = 0;
-    for (const ddp_tensor& run : runs) {
-        const size_t bytes = byte_size(run);
+    for (const ddp_tensor& tensor : tensors) {
+        const size_t bytes = byte_size(tensor);
+        if (bytes == 0) continue;
         if (bytes < small_bytes && total + aligned(bytes) <= bucket_bytes) {
-            small[run.dtype].push_back(&run);
+            small[tensor.dtype].push_back(&tensor);
             total += aligned(bytes);
         } else {
-            to_reduce.push_back(run);
+            to_reduce.push_back(tensor);
         }
     }
-    size_t fused = 0;
-    for (const auto& [dtype, members] : small) fused += members.size();
-    if (fused < 2) {  // nothing to gain: every run as it is
-        to_reduce.assign(runs.begin(), runs.end());
-        return to_reduce;
+    for (auto dtype = small.begin(); dtype != small.end();) {  // one small tensor of a dtype: as it is
+        if (dtype->second.size() > 1) {
+            ++dtype;
+            continue;
+        }
+        to_reduce.push_back(*dtype->second.front());
+        total -= aligned(byte_size(*dtype->second.front()));
+        dtype = small.erase(dtype);
     }
+    if (small.empty()) return to_reduce;
     if (unpacked_) unpacked_->make_wait(stream);  // the last call's unpack, on whatever stream it ran
     std::byte* bucket = buffer_.get(total).data();
     for (const auto& [dtype, members] : small) {

@@ -3,7 +3,8 @@
 // bucket with one NCCL call beside the large tensors' own, and unpacks.
 // NCCL costs about as much per call in a group as per tensor copied, so a
 // list of many small tensors (ResNet-50's batch norms, biases) costs what
-// its large tensors do.
+// its large tensors do. What goes in a bucket follows from the agreed
+// counts and dtypes alone, so every rank makes the same NCCL calls.
 #pragma once
 
 #include <optional>
@@ -17,10 +18,10 @@ namespace ddp {
 
 class DeviceFusion {
 public:
-    /// What to reduce in place for `runs` (merged_runs of one device list):
-    /// each run of 1 MiB or more as it is, then one bucket per dtype of the
-    /// smaller ones, which it packs now on `stream`.
-    std::vector<ddp_tensor> pack(std::span<const ddp_tensor> runs, void* stream);
+    /// What to reduce in place for a device list: each tensor of 1 MiB or
+    /// more as it is, then a bucket per dtype that has two or more smaller
+    /// ones (its single small tensor, as it is), packed now on `stream`.
+    std::vector<ddp_tensor> pack(std::span<const ddp_tensor> tensors, void* stream);
     /// Copies the buckets back into the small tensors on `stream`, after
     /// the reduction; the buffer is free for the next pack once that is done.
     void unpack(void* stream);

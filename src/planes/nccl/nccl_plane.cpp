@@ -15,7 +15,6 @@
 #include "util/dtype.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
-#include "util/tensor_runs.hpp"
 
 namespace ddp {
 
@@ -114,11 +113,9 @@ public:
         return !(reduces && is_floating(dtype) && (reduction == DDP_OP_MIN || reduction == DDP_OP_MAX));
     }
 
-    // allreduce, reduce and broadcast make one NCCL call per run of adjacent
-    // tensors (merged_runs): a list of views costs what one flat buffer does.
-    // allreduce also packs the small runs into buckets (device_fusion.hpp).
+    // allreduce packs the small tensors into buckets (device_fusion.hpp).
     void allreduce(std::span<const ddp_tensor> list, ddp_op op, void* stream, Clock::time_point deadline) override {
-        const std::vector<ddp_tensor> tensors = fusion_.pack(merged_runs(list), stream);
+        const std::vector<ddp_tensor> tensors = fusion_.pack(list, stream);
         group_of(tensors, deadline, "ncclAllReduce", [&](const ddp_tensor& t, const NcclLibrary& nccl, ncclComm_t comm) {
             return nccl.all_reduce(t.data, t.data, static_cast<size_t>(t.count), nccl_type(t.dtype), nccl_op(op), comm,
                                    static_cast<cudaStream_t>(stream));
@@ -127,9 +124,8 @@ public:
         fusion_.unpack(stream);
     }
 
-    void reduce(std::span<const ddp_tensor> list, ddp_op op, int root, void* stream,
+    void reduce(std::span<const ddp_tensor> tensors, ddp_op op, int root, void* stream,
                 Clock::time_point deadline) override {
-        const std::vector<ddp_tensor> tensors = merged_runs(list);
         group_of(tensors, deadline, "ncclReduce", [&](const ddp_tensor& t, const NcclLibrary& nccl, ncclComm_t comm) {
             return nccl.reduce(t.data, t.data, static_cast<size_t>(t.count), nccl_type(t.dtype), nccl_op(op), root,
                                comm, static_cast<cudaStream_t>(stream));
@@ -137,8 +133,8 @@ public:
         if (op == DDP_OP_AVG && channel_.rank() == root) divide_by_size(tensors, stream);
     }
 
-    void broadcast(std::span<const ddp_tensor> list, int root, void* stream, Clock::time_point deadline) override {
-        group_of(merged_runs(list), deadline, "ncclBroadcast", [&](const ddp_tensor& t, const NcclLibrary& nccl, ncclComm_t comm) {
+    void broadcast(std::span<const ddp_tensor> tensors, int root, void* stream, Clock::time_point deadline) override {
+        group_of(tensors, deadline, "ncclBroadcast", [&](const ddp_tensor& t, const NcclLibrary& nccl, ncclComm_t comm) {
             return nccl.broadcast(t.data, t.data, byte_size(t), ncclUint8,
                                   root, comm, static_cast<cudaStream_t>(stream));
         });
