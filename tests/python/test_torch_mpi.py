@@ -11,6 +11,7 @@ import torch.distributed as dist
 from mpi4py import MPI
 
 import ddp
+import ddp.torch
 
 pytestmark = pytest.mark.skipif("OMPI_COMM_WORLD_SIZE" not in os.environ,
                                 reason="needs mpirun (scripts/run-python-tests)")
@@ -96,3 +97,84 @@ def test_an_op_torch_has_and_libddp_lacks_fails_every_rank_at_once(comm):
         assert f"rank {bad_rank} passed invalid arguments to allreduce" in caught.value.message
         assert "BAND" in caught.value.message
     comm.allreduce([np.ones(2)])  # every rank is in step again
+
+
+class TiedNet(torch.nn.Module):
+    """Parameters, buffers (batch norm's, an int64 counter among them) and a
+    weight used twice (state_dict lists it under two names)."""
+
+    def __init__(self, rank, extra=False):
+        super().__init__()
+        torch.manual_seed(rank)
+        self.embed = torch.nn.Linear(6, 6, bias=False)
+        self.norm = torch.nn.BatchNorm1d(6)
+        self.out = torch.nn.Linear(6, 6, bias=False)
+        self.out.weight = self.embed.weight
+        if extra:
+            self.more = torch.nn.Linear(6, 2)
+        with torch.no_grad():
+            self.norm.running_mean.fill_(rank)
+            self.norm.num_batches_tracked.fill_(rank + 3)
+
+    def forward(self, x):
+        return self.out(self.norm(self.embed(x)))
+
+
+def gathered(tensors):
+    """Every rank's copies of tensors, by mpi4py."""
+    return WORLD.allgather([t.detach().numpy().copy() for t in tensors])
+
+
+@pytest.mark.parametrize("given", ["state_dict", "named_parameters", "parameters"])
+def test_broadcast_parameters_as_horovod_takes_them(comm, given):
+    model = TiedNet(comm.rank)
+    params = {"state_dict": model.state_dict, "named_parameters": model.named_parameters,
+              "parameters": model.parameters}[given]()
+    ddp.torch.broadcast_parameters(params, root=0)
+    # named_parameters() and parameters() leave the buffers (batch norm's) as they were.
+    every = gathered(model.state_dict().values() if given == "state_dict" else model.parameters())
+    for rank_values in every[1:]:
+        for mine, roots in zip(rank_values, every[0]):
+            np.testing.assert_array_equal(mine, roots)
+    if given == "state_dict":
+        assert int(model.norm.num_batches_tracked) == 3
+        assert float(model.norm.running_mean[0]) == 0.0
+    assert model.out.weight is model.embed.weight
+    assert comm.check_replicas(model.parameters())
+
+
+def test_broadcast_parameters_of_different_models_fails_every_rank(comm):
+    model = TiedNet(comm.rank, extra=comm.rank == comm.size - 1)
+    with pytest.raises(ddp.MismatchError, match="rank"):
+        ddp.torch.broadcast_parameters(model.state_dict(), root=0, timeout=PEER_TIMEOUT)
+    comm.allreduce([np.ones(2)])  # every rank is in step again
+
+
+def test_broadcast_optimizer_state_from_a_root_that_stepped(comm):
+    """Root's optimizer has state (as after loading a checkpoint there); the
+    others are new, with another learning rate: all end with root's."""
+    model = TiedNet(0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01 * (comm.rank + 1))
+    if comm.rank == 0:
+        for _ in range(2):
+            optimizer.zero_grad()
+            model(torch.randn(4, 6)).pow(2).sum().backward()
+            optimizer.step()
+    ddp.torch.broadcast_parameters(model.state_dict(), root=0)
+    before = [p.detach().clone() for p in model.parameters()]
+    ddp.torch.broadcast_optimizer_state(optimizer, root=0)
+    for p, was in zip(model.parameters(), before):  # the state-making step changed nothing
+        assert torch.equal(p, was)
+    assert optimizer.param_groups[0]["lr"] == 0.01
+    state = optimizer.state_dict()["state"]
+    moments = [state[i][key] for i in sorted(state) for key in ("step", "exp_avg", "exp_avg_sq")]
+    every = gathered(moments)
+    for rank_values in every[1:]:
+        for mine, roots in zip(rank_values, every[0]):
+            np.testing.assert_array_equal(mine, roots)
+    assert float(moments[0]) == 2.0  # root's step count
+    # Training goes on alike everywhere.
+    optimizer.zero_grad()
+    model(torch.ones(4, 6)).sum().backward()
+    optimizer.step()
+    assert comm.check_replicas(model.parameters())
