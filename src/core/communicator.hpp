@@ -126,7 +126,7 @@ private:
     std::atomic<bool> in_use_{false};
     std::weak_ptr<const ExclusiveSpan> exclusive_span_;  // touched only by the thread holding in_use_
     std::vector<std::byte> buffer_;
-    cuda::PinnedBuffer staging_;
+    cuda::KeptBuffer staging_{cuda::KeptBuffer::Kind::pinned_host};
     std::unique_ptr<cuda::Stream> own_stream_;
     PlanCache plans_{8};
     AsyncWorker worker_;  // last: its thread stops before the rest goes

@@ -84,14 +84,10 @@ bool lies_in_one_region(std::span<const ddp_tensor> tensors) {
 
 FusionPlan one_region_plan(std::span<const ddp_tensor> tensors) {
     FusionPlan plan;
-    int64_t elements = 0;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-        if (tensors[i].count == 0) continue;
-        plan.members.push_back(static_cast<int64_t>(i));
-        elements += tensors[i].count;
-    }
-    const ddp_dtype dtype = dtype_of(tensors[static_cast<size_t>(plan.members.front())]);
-    plan.steps.push_back(PlanStep{dtype, true, elements, 0, plan.members.size()});
+    for (size_t i = 0; i < tensors.size(); ++i)
+        if (tensors[i].count != 0) plan.members.push_back(static_cast<int64_t>(i));
+    const ddp_tensor region = one_region_tensor(tensors);
+    plan.steps.push_back(PlanStep{dtype_of(region), true, region.count, 0, plan.members.size()});
     return plan;  // largest_bucket_bytes stays 0: the step runs in place
 }
 

@@ -97,34 +97,22 @@ private:
     int device_ = 0;  ///< where it was made: freed there
 };
 
-/// Page-locked host memory that grows on demand and is kept between calls
-/// (the staging area of device buffers on the mpi backend).
-class PinnedBuffer {
+/// Memory that grows on demand and is kept between calls: page-locked host
+/// memory (the staging area of device buffers on the mpi backend) or device
+/// memory (the buckets of small device tensors on the nccl backend).
+/// Growing frees the old memory first, which waits for the device's work on
+/// it to end.
+class KeptBuffer {
 public:
-    PinnedBuffer() = default;
-    ~PinnedBuffer();
-    PinnedBuffer(const PinnedBuffer&) = delete;
-    PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+    enum class Kind { pinned_host, device };
+    explicit KeptBuffer(Kind kind) : kind_(kind) {}
+    ~KeptBuffer();
+    KeptBuffer(const KeptBuffer&) = delete;
+    KeptBuffer& operator=(const KeptBuffer&) = delete;
     std::span<std::byte> get(size_t bytes);
 
 private:
-    std::byte* data_ = nullptr;
-    size_t size_ = 0;
-    int device_ = 0;  ///< where it was allocated: freed there
-};
-
-/// Device memory that grows on demand and is kept between calls (the
-/// buckets of small device tensors on the nccl backend). Growing frees the
-/// old memory, which waits for the device's work on it to end.
-class DeviceBuffer {
-public:
-    DeviceBuffer() = default;
-    ~DeviceBuffer();
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    std::span<std::byte> get(size_t bytes);
-
-private:
+    const Kind kind_;
     std::byte* data_ = nullptr;
     size_t size_ = 0;
     int device_ = 0;  ///< where it was allocated: freed there

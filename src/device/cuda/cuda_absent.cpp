@@ -29,11 +29,8 @@ std::unique_ptr<Pending> pending_until_done(void*) { no_cuda(); }
 Stream::Stream() { no_cuda(); }
 Stream::~Stream() = default;
 
-PinnedBuffer::~PinnedBuffer() = default;
-std::span<std::byte> PinnedBuffer::get(size_t) { no_cuda(); }
-
-DeviceBuffer::~DeviceBuffer() = default;
-std::span<std::byte> DeviceBuffer::get(size_t) { no_cuda(); }
+KeptBuffer::~KeptBuffer() = default;
+std::span<std::byte> KeptBuffer::get(size_t) { no_cuda(); }
 void copy_pieces(std::span<const CopyPiece>, void*) { no_cuda(); }
 
 void copy_to_host(void*, const void*, size_t, void*) { no_cuda(); }

@@ -225,42 +225,34 @@ Stream::~Stream() {
     free_on(device_, [this] { cudaStreamDestroy(as_stream(stream_)); });
 }
 
-PinnedBuffer::~PinnedBuffer() {
-    if (data_ != nullptr) free_on(device_, [this] { cudaFreeHost(data_); });
+namespace {
+
+cudaError_t release(KeptBuffer::Kind kind, void* data) {
+    return kind == KeptBuffer::Kind::pinned_host ? cudaFreeHost(data) : cudaFree(data);
 }
 
-std::span<std::byte> PinnedBuffer::get(size_t bytes) {
+}  // namespace
+
+KeptBuffer::~KeptBuffer() {
+    if (data_ != nullptr) free_on(device_, [this] { release(kind_, data_); });
+}
+
+std::span<std::byte> KeptBuffer::get(size_t bytes) {
     if (bytes > size_) {
-        void* grown = nullptr;
-        const cudaError_t error = cudaMallocHost(&grown, bytes);
-        if (error == cudaErrorMemoryAllocation)
-            fail(DDP_ERR_OUT_OF_MEMORY, "cudaMallocHost of " + std::to_string(bytes) +
-                                            " bytes of pinned staging memory failed");
-        check(error, "cudaMallocHost");
-        if (data_ != nullptr) cudaFreeHost(data_);
-        data_ = static_cast<std::byte*>(grown);
-        size_ = bytes;
-        device_ = current_device();
-    }
-    return {data_, bytes};
-}
-
-DeviceBuffer::~DeviceBuffer() {
-    if (data_ != nullptr) free_on(device_, [this] { cudaFree(data_); });
-}
-
-std::span<std::byte> DeviceBuffer::get(size_t bytes) {
-    if (bytes > size_) {
+        const bool pinned = kind_ == Kind::pinned_host;
         // Allowed while another thread captures a CUDA graph (as PyTorch does).
         const ThreadLocalCapture capture;
         size_ = 0;
-        if (std::byte* old = std::exchange(data_, nullptr)) check(cudaFree(old), "cudaFree");
+        if (std::byte* old = std::exchange(data_, nullptr))
+            check(release(kind_, old), pinned ? "cudaFreeHost" : "cudaFree");
         void* grown = nullptr;
-        const cudaError_t error = cudaMalloc(&grown, bytes);
+        const cudaError_t error = pinned ? cudaMallocHost(&grown, bytes) : cudaMalloc(&grown, bytes);
         if (error == cudaErrorMemoryAllocation)
-            fail(DDP_ERR_OUT_OF_MEMORY, "cudaMalloc of " + std::to_string(bytes) +
-                                            " bytes for the buckets of small device tensors failed");
-        check(error, "cudaMalloc");
+            fail(DDP_ERR_OUT_OF_MEMORY, pinned ? "cudaMallocHost of " + std::to_string(bytes) +
+                                                     " bytes of pinned staging memory failed"
+                                               : "cudaMalloc of " + std::to_string(bytes) +
+                                                     " bytes for the buckets of small device tensors failed");
+        check(error, pinned ? "cudaMallocHost" : "cudaMalloc");
         data_ = static_cast<std::byte*>(grown);
         size_ = bytes;
         device_ = current_device();

@@ -36,7 +36,7 @@ private:
     /// One copy per member, into the bucket or back.
     std::vector<cuda::CopyPiece> copies(bool into_bucket) const;
 
-    cuda::DeviceBuffer buffer_;
+    cuda::KeptBuffer buffer_{cuda::KeptBuffer::Kind::device};
     std::vector<Member> packed_;           ///< the last pack's members
     std::optional<cuda::Event> unpacked_;  ///< recorded after the last unpack
 };
