@@ -61,7 +61,7 @@ def _stage(leaf, writes, averaging):
         # the tensor itself, outside autograd. Its version counter is bumped
         # then, as by torch's in-place ops: a backward pass that needs the old
         # values raises instead of using the new ones.
-        return leaf.detach(), (lambda buffer: _written(leaf)) if writes else (lambda buffer: leaf)
+        return leaf.detach(), (lambda buffer: _written(leaf)) if writes else None
     if is_immutable_array(leaf):
         if not writes:
             return leaf, None
