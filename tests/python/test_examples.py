@@ -1,5 +1,7 @@
 """The Python examples train on 2 real ranks: the loss falls and replicas
-agree, and ZeRO-1 (sharded optimizer state) prints train_mlp.py's losses."""
+agree, ZeRO-1 (sharded optimizer state) prints train_mlp.py's losses, and
+the torch example trains alike through DistributedDataParallel and
+DistributedOptimizer."""
 import os
 import re
 import subprocess
@@ -36,3 +38,15 @@ def test_zero_example_prints_train_mlps_losses_with_half_the_optimizer_state():
     # 321 parameters, padded to 322: a momentum buffer of 161 float32 per rank.
     assert "optimizer state per rank: 644 bytes (a shard of 161 of the 321 parameters), " \
            "unsharded: 1284 bytes" in output, output
+
+
+def test_torch_example_trains_alike_as_ddp_and_as_horovod():
+    """DistributedDataParallel and DistributedOptimizer average the same
+    gradients: the same losses, falling, and identical replicas."""
+    as_ddp = run_on_two_ranks("train_torch.py")
+    as_horovod = run_on_two_ranks("train_torch.py", "--horovod")
+    losses = [float(loss) for loss in printed_losses(as_ddp)]
+    assert len(losses) == 10 and losses[-1] < 0.05 * losses[0], as_ddp
+    assert printed_losses(as_horovod) == printed_losses(as_ddp), as_horovod
+    assert "DistributedDataParallel" in as_ddp and "DistributedOptimizer" in as_horovod
+    assert "replicas identical" in as_ddp and "replicas identical" in as_horovod

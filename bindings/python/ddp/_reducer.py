@@ -1,7 +1,9 @@
 """Persistent gradient buckets (libddp's experimental ddp_reducer_*), as
 PyTorch DDP's reducer: the gradients are registered once (a list, a dict or
 any tree of arrays, as every other call takes), libddp owns the buckets, and
-the gradients are NumPy views into them, in a tree of the same structure.
+the gradients are views into them, in a tree of the same structure: NumPy
+arrays, or torch tensors where `like` holds torch tensors (CPU: the buckets
+live in host memory).
 
     reducer = comm.reducer(params, op="avg")   # shapes and dtypes of params
     for step ...:
@@ -40,8 +42,11 @@ _NUMPY_OF_DTYPE = {_ffi.DDP_DTYPE_I8: np.int8, _ffi.DDP_DTYPE_I32: np.int32, _ff
                    _ffi.DDP_DTYPE_U8: np.uint8, _ffi.DDP_DTYPE_F16: np.float16,
                    _ffi.DDP_DTYPE_F32: np.float32, _ffi.DDP_DTYPE_F64: np.float64,
                    _ffi.DDP_DTYPE_BF16: _bfloat16}
-_DTYPE_OF_NUMPY = {np.dtype(numpy_type).name: dtype
-                   for dtype, numpy_type in _NUMPY_OF_DTYPE.items() if numpy_type is not None}
+# A dtype's name (NumPy's, JAX's, or torch's without "torch.") to ddp_dtype.
+_DTYPE_OF_NAME = {"int8": _ffi.DDP_DTYPE_I8, "int32": _ffi.DDP_DTYPE_I32,
+                  "int64": _ffi.DDP_DTYPE_I64, "uint8": _ffi.DDP_DTYPE_U8,
+                  "float16": _ffi.DDP_DTYPE_F16, "bfloat16": _ffi.DDP_DTYPE_BF16,
+                  "float32": _ffi.DDP_DTYPE_F32, "float64": _ffi.DDP_DTYPE_F64}
 
 
 class _Buckets:
@@ -73,6 +78,7 @@ class Reducer:
             leaves, rebuild = _trees.flatten(like)
             shapes_and_types = [_shape_and_dtype(leaf, call.leaf_name(index))
                                 for index, leaf in enumerate(leaves)]
+            as_torch = [_is_torch(leaf) for leaf in leaves]
             layout = (_ffi.ddp_tensor * len(leaves))()
             for index, (shape, dtype) in enumerate(shapes_and_types):
                 layout[index].count = int(np.prod(shape, dtype=np.int64))
@@ -85,8 +91,9 @@ class Reducer:
                  buckets.handle)
         self._buckets = buckets
         call.check_structure()  # paths and shapes, which libddp does not see
-        self._views = [_view(buckets, index, shape)
-                       for index, (shape, _) in enumerate(shapes_and_types)]
+        self._views = [_view(buckets, index, shape, torch_view)
+                       for index, ((shape, _), torch_view) in enumerate(zip(shapes_and_types,
+                                                                             as_torch))]
         self._index_of_view = {id(view): index for index, view in enumerate(self._views)}
         self.gradients = rebuild(self._views)
 
@@ -124,6 +131,13 @@ class Reducer:
             self._fail_step(buckets, f"{type(error).__name__}: {error}")
             raise
         buckets.step_open = True
+
+    def fail_step(self, reason):
+        """Ends this rank's step as failed (collective, as wait): every peer's
+        wait() raises MismatchError naming this rank and `reason`. For a
+        caller that found a problem of its own during the step; it raises
+        its own error after this returns."""
+        self._fail_step(self._live(), reason)
 
     def _fail_step(self, buckets, reason):
         try:
@@ -164,34 +178,69 @@ class Reducer:
                 raise  # else the exception that left the block is the one to see
 
 
+def _is_torch(leaf):
+    return type(leaf).__module__.split(".")[0] == "torch"
+
+
 def _shape_and_dtype(leaf, name):
-    """A gradient's shape and ddp_dtype, from an array (NumPy, JAX, anything
-    with a shape and a dtype) shaped like it."""
+    """A gradient's shape and ddp_dtype, from an array (NumPy, JAX, torch,
+    anything with a shape and a dtype) shaped like it."""
     dtype = getattr(leaf, "dtype", None)
     shape = getattr(leaf, "shape", None)
     if dtype is None or shape is None:
         raise TypeError(f"{name}: expected an array to shape a gradient like, got "
                         f"{type(leaf).__name__}")
-    try:
-        numpy_dtype = np.dtype(dtype)
-    except TypeError:
-        numpy_dtype = None
-    ddp_dtype = _DTYPE_OF_NUMPY.get(numpy_dtype.name) if numpy_dtype is not None else None
+    if _is_torch(leaf) and leaf.device.type != "cpu":
+        raise ValueError(f"{name}: a {leaf.device.type} tensor; the reducer's buckets live in "
+                         "host memory in this version (reduce device gradients with "
+                         "allreduce_gradients)")
+    ddp_dtype = _DTYPE_OF_NAME.get(_dtype_name(dtype))
     if ddp_dtype is None:
         raise ValueError(f"{name}: dtype {dtype} is not one libddp reduces "
-                         f"(one of {', '.join(_DTYPE_OF_NUMPY)})")
+                         f"(one of {', '.join(_DTYPE_OF_NAME)})")
+    if ddp_dtype == _ffi.DDP_DTYPE_BF16 and _bfloat16 is None and not _is_torch(leaf):
+        raise ValueError(f"{name}: a bfloat16 gradient is viewed in NumPy through ml_dtypes, "
+                         "which is not installed (pip install ml_dtypes)")
     return tuple(int(extent) for extent in shape), ddp_dtype
 
 
-def _view(buckets, index, shape):
-    """Gradient `index`'s storage as a NumPy array of `shape`; its memory
-    object refers to the buckets, so they outlive the view."""
+def _dtype_name(dtype):
+    """"float32" for np.float32, jnp.float32, torch.float32 or "float32"."""
+    text = str(dtype)
+    if text.startswith("torch."):
+        return text[len("torch."):]
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return text
+
+
+def _view(buckets, index, shape, as_torch):
+    """Gradient `index`'s storage as a NumPy array (or a torch tensor) of
+    `shape`; its memory object refers to the buckets, so they outlive the
+    view."""
     tensor = _ffi.ddp_tensor()
     _ffi.ddp_reducer_gradient(buckets.handle, index, tensor)
-    numpy_type = _NUMPY_OF_DTYPE[tensor.dtype]
-    if not tensor.data:
-        return np.zeros(shape, numpy_type)
+    if as_torch:
+        return _torch_view(tensor, buckets, shape)
+    return _numpy_view(tensor, buckets, _NUMPY_OF_DTYPE[tensor.dtype]).reshape(shape)
+
+
+def _numpy_view(tensor, buckets, numpy_type):
     nbytes = tensor.count * np.dtype(numpy_type).itemsize
+    if not tensor.data:
+        return np.zeros(tensor.count, numpy_type)
     memory = (ctypes.c_uint8 * nbytes).from_address(tensor.data)
     memory._buckets = buckets
-    return np.frombuffer(memory, dtype=numpy_type).reshape(shape)
+    return np.frombuffer(memory, dtype=numpy_type)
+
+
+def _torch_view(tensor, buckets, shape):
+    """A CPU torch tensor over the gradient's storage (torch reads bfloat16
+    through an int16 array, which NumPy has)."""
+    import torch  # loaded: the gradient was shaped like a torch tensor
+    if tensor.dtype == _ffi.DDP_DTYPE_BF16:
+        flat = torch.from_numpy(_numpy_view(tensor, buckets, np.int16)).view(torch.bfloat16)
+    else:
+        flat = torch.from_numpy(_numpy_view(tensor, buckets, _NUMPY_OF_DTYPE[tensor.dtype]))
+    return flat.view(shape)

@@ -1,18 +1,9 @@
-"""libddp for PyTorch programs, with Horovod's names: parameters and
-optimizer state made equal on every rank before training.
-
-    import ddp, ddp.torch
-    comm = ddp.init()
-    ddp.torch.broadcast_parameters(model.state_dict(), root=0)
-    ddp.torch.broadcast_optimizer_state(optimizer, root=0)
-
-Everything else takes torch tensors as it is (comm.allreduce(loss, op=ddp.Op.AVG)).
-DistributedDataParallel and DistributedOptimizer are not here yet.
-"""
+"""Horovod's two start-of-training calls: parameters and optimizer state
+made root's on every rank."""
 import numpy as np
 import torch
 
-from ._communicator import current_world
+from .._communicator import current_world
 
 
 def broadcast_parameters(params, root=0, comm=None, timeout=None):
