@@ -1,7 +1,7 @@
 """The Python examples train on 2 real ranks: the loss falls and replicas
 agree, ZeRO-1 (sharded optimizer state) prints train_mlp.py's losses, and
 the torch example trains alike through DistributedDataParallel and
-DistributedOptimizer."""
+DistributedOptimizer, and the JAX example averages inside jit."""
 import os
 import re
 import subprocess
@@ -50,3 +50,10 @@ def test_torch_example_trains_alike_as_ddp_and_as_horovod():
     assert printed_losses(as_horovod) == printed_losses(as_ddp), as_horovod
     assert "DistributedDataParallel" in as_ddp and "DistributedOptimizer" in as_horovod
     assert "replicas identical" in as_ddp and "replicas identical" in as_horovod
+
+
+def test_jax_example_averages_inside_jit_and_converges():
+    output = run_on_two_ranks("train_jax.py")
+    losses = [float(loss) for loss in printed_losses(output)]
+    assert len(losses) == 10 and losses[-1] < 0.05 * losses[0], output
+    assert "2 ranks (mpi)" in output and "replicas identical" in output, output

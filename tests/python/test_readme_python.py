@@ -51,7 +51,7 @@ def test_readme_python_section_works_as_written(tmp_path):
                                 capture_output=True, text=True, timeout=900)
         assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
         outputs[command.rsplit("/", 1)[-1]] = result.stdout
-    for example, epochs in (("train_mlp.py", 15), ("train_torch.py", 10)):
+    for example, epochs in (("train_mlp.py", 15), ("train_torch.py", 10), ("train_jax.py", 10)):
         output = outputs[example]
         losses = [float(loss) for loss in re.findall(r"loss (\d+\.\d+)", output)]
         assert "2 ranks (mpi)" in output and "replicas identical" in output, output

@@ -1,0 +1,170 @@
+"""ddp.jax: libddp's collectives inside jax.jit (XLA custom calls through
+JAX's FFI) across real MPI ranks (`mpirun -np 2` and `-np 3`,
+scripts/run-python-tests). mpi4py computes the references independently; a
+jitted optax training step with ddp.jax.average_gradients is checked
+against one process training on the global batch. Mistakes on one rank and
+timeouts must fail every rank at once, from inside jit too."""
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from mpi4py import MPI
+
+import ddp
+import ddp.jax
+
+pytestmark = pytest.mark.skipif("OMPI_COMM_WORLD_SIZE" not in os.environ,
+                                reason="needs mpirun (scripts/run-python-tests)")
+
+WORLD = MPI.COMM_WORLD
+PEER_TIMEOUT = 20
+
+
+@pytest.fixture(scope="module")
+def comm():
+    with ddp.init(timeout=60) as world:
+        yield world
+
+
+def mine(comm, shape=(3, 4), dtype=np.float32):
+    return (np.arange(np.prod(shape)).reshape(shape) + 10 * comm.rank).astype(dtype)
+
+
+@pytest.mark.parametrize("op, mpi_op", [("sum", MPI.SUM), ("min", MPI.MIN), ("max", MPI.MAX),
+                                        (ddp.Op.AVG, None)], ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32], ids=lambda t: t.__name__)
+def test_allreduce_in_jit_reduces_as_mpi(comm, op, mpi_op, dtype):
+    if op == ddp.Op.AVG and dtype == np.int32:
+        pytest.skip("avg is for floating types")
+    local = mine(comm, dtype=dtype)
+    result = jax.jit(lambda tree: ddp.jax.allreduce(tree, op=op))({"w": jnp.asarray(local)})
+    wide = local.astype(np.float64)  # MPI's reference, in float64 (MPI has no float16)
+    expected = np.empty_like(wide)
+    WORLD.Allreduce(wide, expected, op=MPI.SUM if mpi_op is None else mpi_op)
+    expected = (expected / comm.size if mpi_op is None else expected).astype(dtype)
+    assert result["w"].dtype == dtype
+    np.testing.assert_allclose(np.asarray(result["w"]), expected, rtol=1e-6)
+
+
+def test_the_same_call_outside_jit_gives_the_same_result(comm):
+    tree = {"a": jnp.asarray(mine(comm)), "b": [jnp.float32(comm.rank), 2.5]}
+    inside = jax.jit(lambda t: ddp.jax.allreduce(t, op="avg"))(tree)
+    outside = ddp.jax.allreduce(tree, op="avg")
+    for a, b in zip(jax.tree_util.tree_leaves(inside), jax.tree_util.tree_leaves(outside)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert float(outside["b"][1]) == 2.5
+
+
+def test_bfloat16_in_jit(comm):
+    local = jnp.full((5,), comm.rank + 1, dtype=jnp.bfloat16)
+    result = jax.jit(ddp.jax.allreduce)(local)
+    assert result.dtype == jnp.bfloat16
+    assert float(result[0]) == sum(range(1, comm.size + 1))
+
+
+def test_broadcast_allgather_reduce_scatter_in_jit(comm):
+    size, rank = comm.size, comm.rank
+    root = size - 1
+    tree = {"x": jnp.asarray(mine(comm)), "n": jnp.int32(rank)}
+    broadcast = jax.jit(lambda t: ddp.jax.broadcast(t, root=root))(tree)
+    np.testing.assert_array_equal(np.asarray(broadcast["x"]), WORLD.bcast(mine(comm), root=root))
+    assert int(broadcast["n"]) == root
+    gathered = jax.jit(ddp.jax.allgather)({"x": jnp.asarray(mine(comm, (2, 3)))})
+    np.testing.assert_array_equal(np.asarray(gathered["x"]),
+                                  np.concatenate(WORLD.allgather(mine(comm, (2, 3)))))
+    rows = jnp.asarray(mine(comm, (2 * size, 3)))
+    shard = jax.jit(lambda t: ddp.jax.reduce_scatter(t, op="sum"))(rows)
+    total = WORLD.allreduce(mine(comm, (2 * size, 3)), op=MPI.SUM)
+    np.testing.assert_array_equal(np.asarray(shard), total[2 * rank:2 * rank + 2])
+
+
+@pytest.mark.parametrize("mistake", ["op", "root", "shape", "rows"])
+def test_a_mistake_on_one_rank_fails_every_rank_from_inside_jit(comm, mistake):
+    last = comm.size - 1
+    bad = comm.rank == last
+    x = jnp.ones((2 * comm.size, 2))
+    if mistake == "op":
+        call = lambda t: ddp.jax.allreduce(t, op="median" if bad else "sum", timeout=PEER_TIMEOUT)
+    elif mistake == "root":
+        call = lambda t: ddp.jax.broadcast(t, root=comm.size if bad else 0, timeout=PEER_TIMEOUT)
+    elif mistake == "shape":
+        x = jnp.ones((3 if bad else 2,))
+        call = lambda t: ddp.jax.allreduce({"grads": t}, timeout=PEER_TIMEOUT)
+    else:
+        x = jnp.ones((comm.size + 1 if bad else 2 * comm.size, 2))
+        call = lambda t: ddp.jax.reduce_scatter(t, timeout=PEER_TIMEOUT)
+    start = time.monotonic()
+    with pytest.raises(jax.errors.JaxRuntimeError) as caught:
+        jax.block_until_ready(jax.jit(call)(x))
+    assert time.monotonic() - start < PEER_TIMEOUT / 2, "a peer waited for the timeout"
+    message = str(caught.value)
+    if mistake == "shape":
+        assert "grads" in message and f"rank {last}" in message, message
+    elif not bad:
+        assert f"rank {last} passed invalid arguments" in message, message
+    jax.block_until_ready(ddp.jax.allreduce(jnp.ones(2)))  # every rank is in step again
+
+
+def test_a_timeout_inside_jit_raises_on_the_rank_that_waits(comm):
+    """The last rank does not join; the others' jitted allreduce ends after
+    its timeout with a DEADLINE_EXCEEDED: naming the missing rank, or the
+    peer that timed out first and told this one."""
+    with comm.split(0, timeout=2) as sub:
+        last = sub.size - 1
+        if sub.rank != last:
+            with pytest.raises(jax.errors.JaxRuntimeError,
+                               match=f"DEADLINE_EXCEEDED: TimeoutError: .*(rank {last} has not "
+                               "joined|gave up on allreduce)"):
+                jax.block_until_ready(jax.jit(lambda t: ddp.jax.allreduce(t, comm=sub))(
+                    jnp.ones(3)))
+        WORLD.Barrier()  # the last rank stays away until the others timed out
+    jax.block_until_ready(ddp.jax.allreduce(jnp.ones(2)))  # the world is untouched
+
+
+def loss_fn(params, x, y):
+    prediction = jnp.tanh(x @ params["w1"] + params["b1"]) @ params["w2"]
+    return jnp.mean((prediction - y) ** 2)
+
+
+def batch(step, size=12):
+    rng = np.random.default_rng(step)
+    x = rng.standard_normal((size, 4)).astype(np.float32)
+    return x, np.sin(x.sum(1, keepdims=True))
+
+
+def initial_params(seed):
+    rng = np.random.default_rng(seed)
+    return {"w1": jnp.asarray(rng.standard_normal((4, 8)), jnp.float32),
+            "b1": jnp.zeros(8, jnp.float32),
+            "w2": jnp.asarray(rng.standard_normal((8, 1)), jnp.float32)}
+
+
+def test_an_optax_step_in_jit_trains_as_one_process(comm):
+    optimizer = optax.chain(ddp.jax.average_gradients(), optax.adam(0.01))
+    params = ddp.jax.broadcast(initial_params(seed=comm.rank), root=0)
+    state = optimizer.init(params)
+
+    @jax.jit
+    def step(params, state, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        updates, state = optimizer.update(grads, state, params)
+        return optax.apply_updates(params, updates), state, ddp.jax.allreduce(loss, op="avg")
+
+    reference = initial_params(seed=0)
+    single = optax.adam(0.01)
+    single_state = single.init(reference)
+    for index in range(5):
+        x, y = batch(index)
+        params, state, loss = step(params, state, x[comm.rank::comm.size], y[comm.rank::comm.size])
+        reference_loss, grads = jax.value_and_grad(loss_fn)(reference, x, y)
+        updates, single_state = single.update(grads, single_state, reference)
+        reference = optax.apply_updates(reference, updates)
+        assert float(loss) == pytest.approx(float(reference_loss), rel=1e-5)
+    for name in reference:
+        np.testing.assert_allclose(np.asarray(params[name]), np.asarray(reference[name]),
+                                   rtol=1e-4, atol=1e-5)
+    assert comm.check_replicas(params)
