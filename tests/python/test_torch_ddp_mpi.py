@@ -232,13 +232,13 @@ def test_a_bad_ddp_argument_on_one_rank_fails_every_rank(comm, mistake):
     else:
         with pytest.raises(ddp.MismatchError) as caught:
             ddp.torch.DistributedDataParallel(module, timeout=PEER_TIMEOUT, **options)
-        assert f"rank {last} passed invalid arguments to reducer_create" in caught.value.message
+        assert f"rank {last} passed invalid arguments" in caught.value.message
     comm.allreduce([np.ones(2)])  # every rank is in step again
 
 
-def distributed_optimizer(comm, model, **options):
+def distributed_optimizer(comm, model, optimizer=None, **options):
     ddp.torch.broadcast_parameters(model.state_dict(), root=0)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    opt = optimizer if optimizer is not None else torch.optim.Adam(model.parameters(), lr=0.01)
     return ddp.torch.DistributedOptimizer(opt, model.named_parameters(), timeout=PEER_TIMEOUT,
                                           **options)
 
@@ -330,7 +330,7 @@ def test_a_bad_optimizer_argument_on_one_rank_fails_every_rank(comm, mistake):
     else:
         with pytest.raises(ddp.MismatchError) as caught:
             ddp.torch.DistributedOptimizer(opt, timeout=PEER_TIMEOUT, **options)
-        assert f"rank {comm.size - 1} passed invalid arguments to reducer_create" in \
+        assert f"rank {comm.size - 1} passed invalid arguments" in \
             caught.value.message
     comm.allreduce([np.ones(2)])
 
@@ -347,3 +347,192 @@ def test_the_reducer_takes_torch_tensors_and_gives_torch_views(comm):
         mean = sum(range(comm.size)) / comm.size
         assert all(torch.all(g.float() == torch.tensor(mean).to(g.dtype).float())
                    for g in reducer.gradients)
+
+
+# What an independent review found torch users do; each once broke a promise.
+
+def test_two_wrapped_models_in_one_backward_train_as_one_process(comm):
+    """An encoder and a decoder, each wrapped, in one backward pass (a GAN's
+    shape): each wrapper has a communicator of its own."""
+    torch.manual_seed(comm.rank)
+    encoder = ddp.torch.DistributedDataParallel(torch.nn.Linear(6, 8))
+    decoder = ddp.torch.DistributedDataParallel(torch.nn.Linear(8, 3))
+    torch.manual_seed(0)
+    ref_encoder, ref_decoder = torch.nn.Linear(6, 8), torch.nn.Linear(8, 3)
+    ref_encoder.load_state_dict(encoder.module.state_dict())
+    ref_decoder.load_state_dict(decoder.module.state_dict())
+    opt = torch.optim.SGD([*encoder.parameters(), *decoder.parameters()], lr=0.1)
+    ref_opt = torch.optim.SGD([*ref_encoder.parameters(), *ref_decoder.parameters()], lr=0.1)
+    for step in range(3):
+        x, y = data(step)
+        for model, optimizer, rows in (((encoder, decoder), opt, comm),
+                                       ((ref_encoder, ref_decoder), ref_opt, None)):
+            optimizer.zero_grad()
+            xs, ys = (shard(x, rows), shard(y, rows)) if rows else (x, y)
+            ((model[1](torch.tanh(model[0](xs))) - ys) ** 2).mean().backward()
+            optimizer.step()
+    assert_same(params_of(encoder.module) + params_of(decoder.module),
+                params_of(ref_encoder) + params_of(ref_decoder))
+
+
+def test_a_dropped_wrapper_lets_go_of_its_parameters(comm):
+    import gc
+    module = Net(seed=comm.rank)
+    first = ddp.torch.DistributedDataParallel(module)
+    del first
+    gc.collect()
+    again = ddp.torch.DistributedDataParallel(module)
+    opt = torch.optim.SGD(again.parameters(), lr=0.1)
+    for step in range(2):
+        opt.zero_grad()
+        x, y = data(step)
+        loss_of(again, shard(x, comm), shard(y, comm)).backward()
+        opt.step()
+    assert comm.check_replicas(again.parameters())
+
+
+def test_a_hook_replacing_grad_after_ours_gets_the_average(comm, gloo):
+    """As torch DDP: a later hook's local .grad is replaced by the average."""
+    def train(model):
+        for param in model.module.parameters():
+            param.register_post_accumulate_grad_hook(
+                lambda p: setattr(p, "grad", p.grad.clamp(-0.05, 0.05)))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            opt.zero_grad()
+            x, y = data(step)
+            loss_of(model, shard(x, comm), shard(y, comm)).backward()
+            opt.step()
+        return params_of(model.module)
+    ours = train(ddp.torch.DistributedDataParallel(Net(seed=comm.rank)))
+    assert_same(ours, train(torch.nn.parallel.DistributedDataParallel(Net(seed=comm.rank))))
+
+
+def test_no_sync_use_counts_as_use_with_find_unused_parameters(comm, gloo):
+    """Rank 0 alone uses the head, inside no_sync; no rank in the synced pass."""
+    def train(model):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            opt.zero_grad()
+            x, y = data(step)
+            with model.no_sync():
+                loss_of(model, shard(x, comm), shard(y, comm),
+                        use_head=comm.rank == 0).backward()
+            loss_of(model, shard(x, comm), shard(y, comm)).backward()
+            opt.step()
+        return params_of(model.module)
+    ours = train(ddp.torch.DistributedDataParallel(Net(seed=comm.rank, head=True),
+                                                   find_unused_parameters=True))
+    theirs = train(torch.nn.parallel.DistributedDataParallel(Net(seed=comm.rank, head=True),
+                                                             find_unused_parameters=True))
+    assert_same(ours, theirs)
+    assert comm.check_replicas(ours)
+
+
+def test_reentrant_checkpointing_nearest_the_loss(comm):
+    from torch.utils.checkpoint import checkpoint
+
+    class Checkpointed(Net):
+        def forward(self, x, use_head=False):
+            return checkpoint(self.out, torch.tanh(self.hidden(x)), use_reentrant=True)
+
+    model = ddp.torch.DistributedDataParallel(Checkpointed(seed=comm.rank))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(STEPS):
+        opt.zero_grad()
+        x, y = data(step)
+        loss_of(model, shard(x, comm), shard(y, comm)).backward()
+        opt.step()
+    assert_same(params_of(model.module), one_process_reference(lr=0.1))
+
+
+@pytest.mark.parametrize("wrapper", ["DistributedDataParallel", "DistributedOptimizer"])
+def test_a_backward_that_raises_on_one_rank_costs_one_step_on_every_rank(comm, wrapper):
+    class MaybeRaise(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, fail):
+            ctx.fail = fail
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            if ctx.fail:
+                raise ValueError("a backward that fails here")
+            return grad, None
+
+    class Failing(Net):
+        def forward(self, x, fail=False):  # out's gradients come before the failure
+            return self.out(MaybeRaise.apply(torch.tanh(self.hidden(x)), fail))
+
+    if wrapper == "DistributedDataParallel":
+        model = ddp.torch.DistributedDataParallel(Failing(seed=comm.rank), timeout=PEER_TIMEOUT)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    else:
+        model = Failing(seed=comm.rank)
+        opt = distributed_optimizer(comm, model, optimizer=torch.optim.SGD(model.parameters(),
+                                                                           lr=0.1))
+    failures = []
+    for step in range(4):
+        x, y = data(step)
+        opt.zero_grad()
+        try:
+            loss_of(model, shard(x, comm), shard(y, comm),
+                    fail=comm.rank == comm.size - 1 and step == 1).backward()
+            opt.step()
+        except (ValueError, ddp.MismatchError) as error:
+            failures.append((step, type(error).__name__))
+    expected = "ValueError" if comm.rank == comm.size - 1 else "MismatchError"
+    assert failures == [(1, expected)]
+    assert comm.check_replicas(model.parameters())
+
+
+def test_a_scheduler_made_before_wrapping_still_averages(comm):
+    model = Net(seed=comm.rank)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    opt = distributed_optimizer(comm, model, optimizer=opt)
+    for step in range(3):
+        opt.zero_grad()
+        x, y = data(step)
+        loss_of(model, shard(x, comm), shard(y, comm)).backward()
+        opt.step()
+        scheduler.step()
+    assert comm.check_replicas(model.parameters())
+
+
+@pytest.mark.parametrize("change", ["clip_everywhere", "zeroed_in_place_on_one_rank"])
+def test_gradients_changed_in_place_before_step_fail_every_rank(comm, change):
+    """Before synchronize() the buckets may be on the wire: clipping there
+    (everywhere), or the original optimizer's zero_grad(set_to_none=False)
+    on one rank, raises on every rank naming a parameter."""
+    model = Net(seed=comm.rank)
+    original = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt = distributed_optimizer(comm, model, optimizer=original)
+    x, y = data(0)
+    loss_of(model, shard(x, comm), shard(y, comm)).backward()
+    changed_here = change == "clip_everywhere" or comm.rank == comm.size - 1
+    if change == "clip_everywhere":
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3)
+    elif changed_here:
+        original.zero_grad(set_to_none=False)
+    with pytest.raises((RuntimeError, ddp.MismatchError)) as caught:
+        opt.step()
+    assert "its gradient was changed in place" in str(caught.value)
+    if changed_here:
+        assert isinstance(caught.value, RuntimeError)
+    opt.zero_grad()
+    loss_of(model, shard(x, comm), shard(y, comm)).backward()
+    opt.step()
+    assert comm.check_replicas(model.parameters())
+
+
+def test_broadcast_optimizer_state_of_a_distributed_optimizer_from_root_alone(comm):
+    """The resume recipe: only root's optimizer has state (a checkpoint)."""
+    model = Net(seed=0)
+    opt = distributed_optimizer(comm, model)
+    if comm.rank == 0:  # root's state, as loaded from a checkpoint
+        for param in model.parameters():
+            param.grad = torch.ones_like(param)
+        opt._local_step()
+    ddp.torch.broadcast_optimizer_state(opt, root=0)
+    assert comm.check_replicas([opt.state_dict()["state"][0]["exp_avg"]])

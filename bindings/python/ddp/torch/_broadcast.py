@@ -48,10 +48,11 @@ def _make_state(optimizer):
     parameters and their gradients are put back after it."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     saved = [(p.detach().clone(), p.grad) for p in params]
+    local_step = getattr(optimizer, "_local_step", optimizer.step)  # DistributedOptimizer's: no averaging
     with torch.no_grad():
         for p in params:
             p.grad = torch.zeros_like(p)
-        optimizer.step()
+        local_step()
         for p, (value, grad) in zip(params, saved):
             p.copy_(value)
             p.grad = grad

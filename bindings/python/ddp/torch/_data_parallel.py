@@ -6,11 +6,10 @@ import contextlib
 
 import torch
 
-from .._agreement import CheckedCall
 from .._communicator import current_world
 from .._ops import Op
 from ._broadcast import broadcast_parameters
-from ._gradient_buckets import GradientBuckets
+from ._gradient_buckets import GradientBuckets, hooks_for
 
 
 class DistributedDataParallel(torch.nn.Module):
@@ -34,37 +33,47 @@ class DistributedDataParallel(torch.nn.Module):
                  broadcast_buffers=True, timeout=None):
         super().__init__()
         comm = comm if comm is not None else current_world()
-        with CheckedCall(comm, "reducer_create", timeout=timeout):
+        named = []
+
+        def check():
             if not isinstance(module, torch.nn.Module):
                 raise TypeError(f"module: expected a torch.nn.Module, got {type(module).__name__}")
-            named = [(name, param) for name, param in module.named_parameters()
-                     if param.requires_grad]
+            named.extend((name, param) for name, param in module.named_parameters()
+                         if param.requires_grad)
             if not named:
                 raise ValueError("module has no parameter that requires grad: nothing to average")
+        self._buckets = GradientBuckets(comm, named, Op.AVG, bucket_cap_mb, timeout,
+                                        used_flags=bool(find_unused_parameters), check=check)
         self.module = module
         self.find_unused_parameters = bool(find_unused_parameters)
         self.broadcast_buffers = bool(broadcast_buffers)
-        self._comm = comm
         self._timeout = timeout
-        self._buckets = GradientBuckets(comm, named, Op.AVG, bucket_cap_mb, timeout,
-                                        used_flags=self.find_unused_parameters)
-        broadcast_parameters(module.state_dict(), root=0, comm=comm, timeout=timeout)
+        broadcast_parameters(module.state_dict(), root=0, comm=self._buckets.comm, timeout=timeout)
         self._sync = True
-        self._backward_open = False  # a gradient was marked; the end of backward is queued
-        for index, param in enumerate(self._buckets.params):
-            param.register_hook(self._before_gradient_hook(index))
-            param.register_post_accumulate_grad_hook(self._gradient_hook(index))
+        self._backward_open = False  # this backward's end is queued
+        self._used_unsynced = set()  # parameters given gradients under no_sync since the last step
+        hooks_for(self, self._buckets.params, "_before_gradient", "_gradient_done")
 
     def forward(self, *inputs, **kwargs):
         buckets = self._buckets
-        if buckets.step_open:  # a backward pass raised between its first gradient and its end
+        if buckets.step_open:
+            # A backward pass raised on this rank between its first gradient and
+            # its end, and the caller went on: that step ends as failed here, as
+            # its peers' wait already expects; the error was raised then.
             self._backward_open = False
-            buckets.fail_and_raise("the last backward pass did not finish on this rank")
+            buckets.fail("a backward pass raised on this rank before its end")
         if self.training and self.broadcast_buffers:
             buffers = list(self.module.buffers())
             if buffers:
-                self._comm.broadcast(buffers, root=0, timeout=self._timeout)
-        return self.module(*inputs, **kwargs)
+                buckets.comm.broadcast(buffers, root=0, timeout=self._timeout)
+        output = self.module(*inputs, **kwargs)
+        # The end of backward is queued from the graph task that reaches the
+        # outputs first, the outermost: a parameter's first gradient may come
+        # from a nested one (reentrant checkpointing), which ends too early.
+        for tensor in torch.utils._pytree.tree_leaves(output):
+            if isinstance(tensor, torch.Tensor) and tensor.grad_fn is not None:
+                tensor.grad_fn.register_prehook(self._start_of_backward)
+        return output
 
     @contextlib.contextmanager
     def no_sync(self):
@@ -76,29 +85,35 @@ class DistributedDataParallel(torch.nn.Module):
         finally:
             self._sync = sync
 
-    def _before_gradient_hook(self, index):
-        def before_gradient(grad):
-            if self._sync:  # refused before autograd writes into a bucket on the wire
-                self._buckets.refuse_while_marked(
-                    index, "got a second gradient in one backward pass (reentrant backward?)")
-            return grad
-        return before_gradient
+    def _start_of_backward(self, grad_outputs=None):
+        if self._sync and not self._backward_open:
+            torch.autograd.Variable._execution_engine.queue_callback(self._end_of_backward)
+            self._backward_open = True
 
-    def _gradient_hook(self, index):
-        def gradient_done(param):
-            if not self._sync:
-                return
-            if not self._backward_open:
-                torch.autograd.Variable._execution_engine.queue_callback(self._end_of_backward)
-                self._backward_open = True
+    def _before_gradient(self, index):
+        if self._sync:  # refused before autograd writes into a bucket on the wire
+            self._buckets.refuse_while_marked(
+                index, "got a second gradient in one backward pass (reentrant backward?)")
+
+    def _gradient_done(self, index):
+        if not self._sync:
+            self._used_unsynced.add(index)
+            return
+        self._start_of_backward()
+        try:
             self._buckets.mark(index)
-        return gradient_done
+        except Exception:
+            self._backward_open = False  # this backward raises; its end will not run
+            raise
 
     def _end_of_backward(self):
         if not self._backward_open:
             return
         self._backward_open = False
         buckets = self._buckets
+        if not buckets.step_open:
+            return  # no gradient reached a parameter (torch.autograd.grad): not a step
+        buckets.check_untouched("ddp.torch took it for averaging (by a hook that ran later?)")
         unused = buckets.unmarked()
         if unused and not self.find_unused_parameters:
             buckets.fail_and_raise(
@@ -106,4 +121,9 @@ class DistributedDataParallel(torch.nn.Module):
                 + (f" ({len(unused) - 1} more did not either)" if len(unused) > 1 else "")
                 + "; pass find_unused_parameters=True to DistributedDataParallel if a step may "
                 "leave parameters unused")
-        buckets.finish(unused)
+        buckets.finish(unused, self._used_unsynced)
+        self._used_unsynced = set()
+        for index, param in enumerate(buckets.params):
+            if param.grad is not None and not buckets.owns_grad(index):
+                # replaced after it was taken (a later hook): the average, as torch DDP's
+                param.grad = buckets.views[index]

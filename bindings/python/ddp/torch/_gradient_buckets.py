@@ -7,12 +7,18 @@ it a gradient; autograd then accumulates into the bucket itself, and no
 gradient is packed or copied. When torch puts another tensor there
 (zero_grad(set_to_none=True), or a user assigning .grad), the next gradient
 is copied into the view and .grad made the view again, so training goes on
-as before. A problem found on one rank (a gradient that arrives while its
-bucket is on the wire, a replaced .grad) ends the step on every rank: this
-rank fails the reducer's step, which its peers' wait raises as
-MismatchError naming it, and raises its own error.
+as before. Once a gradient is marked ready its bucket may be on the wire: a
+gradient that arrives then, or a .grad replaced or changed in place then
+(seen by torch's version counter), would make ranks differ, so it ends the
+step on every rank: this rank fails the reducer's step, which its peers'
+wait raises as MismatchError naming it, and raises its own error.
+
+Each owner gets a communicator of its own (a split of the one given, with
+the same ranks), because a communicator runs one reducer step at a time and
+two models may be in one backward pass (a GAN, an encoder and a decoder).
 """
 import collections
+import weakref
 
 import torch
 
@@ -27,23 +33,32 @@ USED_FLAGS = "<parameters used in this step>"
 
 class GradientBuckets:
     """named_parameters' gradients in one reducer reducing with `op`;
-    used_flags: also learn each step which parameters some rank used."""
+    used_flags: also learn each step which parameters some rank used.
+    check: called inside the creation's argument checks (a bad argument
+    there fails every rank at once)."""
 
-    def __init__(self, comm, named_parameters, op, bucket_cap_mb, timeout, used_flags=False):
-        with CheckedCall(comm, "reducer_create", timeout=timeout):
-            self.names = [name for name, _ in named_parameters]
-            self.params = [param for _, param in named_parameters]
+    def __init__(self, comm, named_parameters, op, bucket_cap_mb, timeout, used_flags=False,
+                 check=None):
+        with CheckedCall(comm, "comm_split", timeout=timeout):
+            if check is not None:
+                check()
+            named_parameters = list(named_parameters)
             fusion_bytes = _fusion_bytes(bucket_cap_mb)
+        self.comm = comm.split(0)
+        self.names = [name for name, _ in named_parameters]
+        self.params = [param for _, param in named_parameters]
         like = collections.OrderedDict()
         if used_flags:  # first: the reducer buckets in reverse order, so it travels last
             like[USED_FLAGS] = torch.zeros(len(self.params), dtype=torch.float32)
         like.update((name, param.detach()) for name, param in named_parameters)
-        self._reducer = Reducer(comm, like, op=op, fusion_bytes=fusion_bytes, timeout=timeout)
+        self._reducer = Reducer(self.comm, like, op=op, fusion_bytes=fusion_bytes,
+                                timeout=timeout)
         views = list(self._reducer.gradients.values())
         self._flags = views.pop(0) if used_flags else None
         self._offset = 1 if used_flags else 0  # a parameter's reducer index is index + offset
         self.views = views
         self.marked = [False] * len(self.params)
+        self._versions = [0] * len(self.params)  # each view's version when it was marked
         self.rank = comm.rank
 
     @property
@@ -80,6 +95,7 @@ class GradientBuckets:
         except Exception as error:
             self.fail(f"{type(error).__name__}: {error}")
             raise
+        self._versions[index] = self.views[index]._version
         self._reducer.mark_ready(index + self._offset)  # fails the step itself on a bad mark
         self.marked[index] = True
 
@@ -89,14 +105,28 @@ class GradientBuckets:
         if self.marked[index]:
             self.fail_and_raise(f"parameter {self.names[index]} {why}")
 
-    def finish(self, unused=()):
+    def check_untouched(self, after):
+        """Ends the step on every rank, naming the parameter, when a marked
+        gradient was changed in place since (its bucket may have been on
+        the wire); `after` says since what."""
+        for index, marked in enumerate(self.marked):
+            if marked and self.views[index]._version != self._versions[index]:
+                self.fail_and_raise(
+                    f"parameter {self.names[index]}: its gradient was changed in place after "
+                    f"{after}, while its bucket may have been on the wire")
+
+    def finish(self, unused=(), used_before=()):
         """Ends the step on every rank: the `unused` parameters (no gradient
-        on this rank) go in as zeros, and, with used flags, keep no .grad
-        where no rank used them, as torch DDP's."""
-        flagged_none = []
+        on this rank this step) go in as they are (zeros when they have
+        none). With used flags, a parameter counts as used on this rank when
+        marked or in `used_before` (gradients accumulated under no_sync),
+        and one that no rank used keeps no .grad where it had none, as
+        torch DDP's."""
+        had_none = []
         if self._flags is not None:
-            self._flags.copy_(torch.tensor(self.marked, dtype=torch.float32))
-            flagged_none = [index for index in unused if self.params[index].grad is None]
+            used = [marked or index in used_before for index, marked in enumerate(self.marked)]
+            self._flags.copy_(torch.tensor(used, dtype=torch.float32))
+            had_none = [index for index in unused if self.params[index].grad is None]
         for index in unused:
             self.mark(index)
         if self._flags is not None:
@@ -105,7 +135,7 @@ class GradientBuckets:
             self._reducer.wait()
         finally:
             self.marked = [False] * len(self.params)
-        for index in flagged_none:
+        for index in had_none:
             if self._flags[index] == 0:
                 self.params[index].grad = None
 
@@ -154,3 +184,42 @@ def checked_named_parameters(named_parameters, all_parameters, where):
         raise ValueError(f"named_parameters lacks {len(missing)} of the optimizer's parameters "
                          f"(the first: {where}[{missing[0]}])")
     return [(name_of[id(param)], param) for param in all_parameters]
+
+
+def hooks_for(owner, params, before_gradient, gradient_done):
+    """Registers, on each parameter, owner.<before_gradient>(index) before
+    autograd accumulates its gradient and owner.<gradient_done>(index)
+    after, from its gradient accumulator's own hook, as torch DDP and
+    Horovod do: so after the user's post-accumulate hooks (a hook that
+    clips or replaces .grad is averaged as torch DDP averages it). The
+    hooks hold `owner` weakly, and are removed when it is collected, so a
+    dropped wrapper stops acting on its parameters."""
+    owner_ref = weakref.ref(owner)
+    handles, accumulators = [], []
+
+    def make(index):
+        def before(grad):
+            live = owner_ref()
+            if live is not None:
+                getattr(live, before_gradient)(index)
+            return grad
+
+        def after(grad_inputs, grad_outputs):
+            live = owner_ref()
+            if live is not None:
+                getattr(live, gradient_done)(index)
+        return before, after
+
+    for index, param in enumerate(params):
+        before, after = make(index)
+        with torch.enable_grad():  # a wrapper made under no_grad too
+            accumulator = param.view_as(param).grad_fn.next_functions[0][0]
+        accumulators.append(accumulator)  # kept: torch holds a leaf's accumulator weakly
+        handles.append(param.register_hook(before))
+        handles.append(accumulator.register_hook(after))
+    owner._gradient_accumulators = accumulators
+
+    def remove():
+        for handle in handles:
+            handle.remove()
+    weakref.finalize(owner, remove)

@@ -3,10 +3,11 @@ over libddp's reducer. Gradients start on their way as backward finishes
 them; step() (or synchronize()) waits for them, then steps."""
 import contextlib
 
-from .._agreement import CheckedCall
+import torch
+
 from .._communicator import current_world
-from .._ops import Op, op_value
-from ._gradient_buckets import GradientBuckets, checked_named_parameters
+from .._ops import Op
+from ._gradient_buckets import GradientBuckets, checked_named_parameters, hooks_for
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, backward_passes_per_step=1, op=Op.AVG,
@@ -31,7 +32,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, backward_passes_per_s
     cls = type(type(optimizer).__name__, (_DistributedOptimizer, type(optimizer)),
                {"__doc__": _DistributedOptimizer.__doc__})
     distributed = cls.__new__(cls)
-    distributed.__dict__.update(optimizer.__dict__)  # the same param_groups, state and hooks
+    # The same param_groups, state and hooks; not an instance's own step or
+    # zero_grad, which would hide this class's. An LR scheduler made before
+    # wraps the instance's step to see it called: step() steps through it.
+    distributed.__dict__.update((key, value) for key, value in optimizer.__dict__.items()
+                                if key not in ("step", "zero_grad"))
+    distributed._inner_step = optimizer.__dict__.get("step")
     distributed._start(comm, named_parameters, backward_passes_per_step, op, bucket_cap_mb,
                        timeout)
     return distributed
@@ -42,52 +48,73 @@ class _DistributedOptimizer:
     first; see ddp.torch.DistributedOptimizer."""
 
     def _start(self, comm, named_parameters, backward_passes_per_step, op, bucket_cap_mb, timeout):
-        with CheckedCall(comm, "reducer_create", timeout=timeout):
+        named = []
+
+        def check():
             params = [param for group in self.param_groups for param in group["params"]
                       if param.requires_grad]
-            named = checked_named_parameters(named_parameters, params, "optimizer parameter")
+            named.extend(checked_named_parameters(named_parameters, params, "optimizer parameter"))
             if isinstance(backward_passes_per_step, bool) or \
                     not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
                 raise ValueError(f"backward_passes_per_step {backward_passes_per_step!r}: "
                                  "must be a positive int")
-            reduce_op = op_value(op)
-        self._buckets = GradientBuckets(comm, named, reduce_op, bucket_cap_mb, timeout)
+        # op is checked by the reducer's creation, on every rank at once too
+        self._buckets = GradientBuckets(comm, named, op, bucket_cap_mb, timeout, check=check)
         self.backward_passes_per_step = backward_passes_per_step
-        self._passes = [0] * len(params)  # backward passes each parameter got since the last step
+        self._passes = [0] * len(named)  # backward passes each parameter got since the last step
         self._synchronized = False
         self._should_synchronize = True
-        for index, param in enumerate(params):
-            param.register_hook(self._before_gradient_hook(index))
-            param.register_post_accumulate_grad_hook(self._gradient_hook(index))
+        self._backward_running = False  # a gradient came; the end of its backward has not yet
+        hooks_for(self, self._buckets.params, "_before_gradient", "_gradient_done")
 
-    def _before_gradient_hook(self, index):
-        def before_gradient(grad):
-            self._buckets.refuse_while_marked(
-                index, f"got a gradient after its backward_passes_per_step="
-                f"{self.backward_passes_per_step} passes and before step()")
-            return grad
-        return before_gradient
+    def _before_gradient(self, index):
+        self._buckets.refuse_while_marked(
+            index, f"got a gradient after its backward_passes_per_step="
+            f"{self.backward_passes_per_step} passes and before step()")
 
-    def _gradient_hook(self, index):
-        def gradient_done(param):
-            self._passes[index] += 1
-            self._synchronized = False
-            if self._passes[index] == self.backward_passes_per_step:
-                self._buckets.mark(index)
-        return gradient_done
+    def _gradient_done(self, index):
+        if not self._backward_running:
+            torch.autograd.Variable._execution_engine.queue_callback(self._end_of_backward)
+            self._backward_running = True
+        self._passes[index] += 1
+        self._synchronized = False
+        if self._passes[index] == self.backward_passes_per_step:
+            self._buckets.mark(index)
+
+    def _end_of_backward(self):
+        self._backward_running = False
+
+    def _after_a_failed_backward(self):
+        """A backward pass raised on this rank after some gradients were on
+        their way, and the caller went on: that step ends as failed here, as
+        its peers' wait expects; the error was raised then. True if so."""
+        if not self._backward_running:
+            return False
+        self._backward_running = False
+        self._passes = [0] * len(self._passes)
+        if self._buckets.step_open:
+            self._buckets.fail("a backward pass raised on this rank before its end")
+        return True
 
     def synchronize(self):
         """Waits until every gradient is averaged over the ranks (collective):
-        call it before reading the gradients (clipping), then step() inside
-        skip_synchronize(). Raises on every rank, naming the parameter,
-        when one's .grad was replaced after backward gave it to its bucket."""
+        call it before reading or changing the gradients (clipping), then
+        step() inside skip_synchronize(). Raises on every rank, naming the
+        parameter, when one's .grad was replaced or changed in place after
+        backward gave it to its bucket (its average would be lost, or its
+        bucket was changed on the wire)."""
         buckets = self._buckets
+        if self._after_a_failed_backward():
+            raise RuntimeError("the last backward pass raised before its end: no gradients to "
+                               "average (zero_grad() and compute them again)")
         for index in range(len(buckets.params)):
             if buckets.marked[index] and not buckets.owns_grad(index):
                 buckets.fail_and_raise(
                     f"parameter {buckets.names[index]}: its .grad was replaced (zero_grad, or an "
                     "assignment) after backward gave it to its bucket and before step(); its "
                     "average would be lost")
+        buckets.check_untouched("backward gave it to its bucket (call synchronize() before "
+                                "changing gradients)")
         buckets.finish(buckets.unmarked())
         self._passes = [0] * len(self._passes)
         self._synchronized = True
@@ -109,9 +136,14 @@ class _DistributedOptimizer:
         if self._should_synchronize and not self._synchronized:
             self.synchronize()
         self._synchronized = False
-        return super().step()
+        return self._local_step()
+
+    def _local_step(self):
+        """The wrapped optimizer's own step, with no averaging."""
+        return self._inner_step() if self._inner_step is not None else super().step()
 
     def zero_grad(self, set_to_none=True):
+        self._after_a_failed_backward()
         if self._buckets.step_open:
             self._buckets.fail_and_raise(
                 "zero_grad() was called after backward() and before step() or synchronize(): "
