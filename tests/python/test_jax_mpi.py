@@ -168,3 +168,14 @@ def test_an_optax_step_in_jit_trains_as_one_process(comm):
         np.testing.assert_allclose(np.asarray(params[name]), np.asarray(reference[name]),
                                    rtol=1e-4, atol=1e-5)
     assert comm.check_replicas(params)
+
+
+def test_vmap_of_allreduce_and_broadcast_is_elementwise(comm):
+    rows = jnp.arange(6.0).reshape(3, 2) * (comm.rank + 1)
+    total = sum(range(1, comm.size + 1))
+    np.testing.assert_array_equal(np.asarray(jax.vmap(ddp.jax.allreduce)(rows)),
+                                  np.arange(6.0).reshape(3, 2) * total)
+    root = comm.size - 1
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(jax.vmap(lambda row: ddp.jax.broadcast(row, root=root)))(rows)),
+        np.arange(6.0).reshape(3, 2) * (root + 1))
