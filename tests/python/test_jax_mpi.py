@@ -179,3 +179,61 @@ def test_vmap_of_allreduce_and_broadcast_is_elementwise(comm):
     np.testing.assert_array_equal(
         np.asarray(jax.jit(jax.vmap(lambda row: ddp.jax.broadcast(row, root=root)))(rows)),
         np.arange(6.0).reshape(3, 2) * (root + 1))
+
+
+def test_a_call_outside_jit_waits_for_jitted_calls_made_before_it(comm):
+    """Rank 0's jitted allreduce runs behind slow work while its next call,
+    outside jit, is made; other ranks' jitted call is done at once. The
+    calls must still pair in program order (same shapes: nothing else
+    would tell them apart)."""
+    @jax.jit
+    def slow_then_reduce(m, x):
+        for _ in range(6):
+            m = jnp.tanh(m @ m)
+        return ddp.jax.allreduce(x + 0 * m[0, :4].sum())
+
+    m = jnp.ones((1200, 1200)) * 1e-4
+    x = jnp.full((4,), 100.0 * (comm.rank + 1))
+    jax.block_until_ready(slow_then_reduce(m, x))  # compiled
+    comm.barrier()
+    jitted = slow_then_reduce(m, x) if comm.rank == 0 else \
+        jax.block_until_ready(jax.jit(ddp.jax.allreduce)(x))
+    direct = np.full((4,), 1.0 * (comm.rank + 1), np.float32)
+    comm.allreduce(direct)
+    total = sum(range(1, comm.size + 1))
+    np.testing.assert_array_equal(direct, np.full(4, total, np.float32))
+    np.testing.assert_array_equal(np.asarray(jitted), np.full(4, 100.0 * total, np.float32))
+
+
+@pytest.mark.parametrize("mistake", ["grad", "string_leaf"])
+def test_a_call_that_fails_while_tracing_on_one_rank_fails_every_rank(comm, mistake):
+    last = comm.size - 1
+    x = jnp.ones(4)
+    if comm.rank != last:
+        call = jax.jit(ddp.jax.allreduce)
+    elif mistake == "grad":
+        call = jax.jit(jax.grad(lambda y: ddp.jax.allreduce(y, timeout=PEER_TIMEOUT).sum()))
+    else:
+        call = jax.jit(lambda y: ddp.jax.allreduce([y, "not an array"]))
+    start = time.monotonic()
+    with pytest.raises((jax.errors.JaxRuntimeError, ValueError, TypeError)) as caught:
+        jax.block_until_ready(call(x))
+    assert time.monotonic() - start < PEER_TIMEOUT / 2, "a peer waited for the timeout"
+    if comm.rank != last:
+        assert f"rank {last} passed invalid arguments to allreduce" in str(caught.value)
+    jax.block_until_ready(ddp.jax.allreduce(jnp.ones(2)))  # every rank is in step again
+
+
+def test_what_the_communicator_takes_ddp_jax_takes(comm):
+    """NumPy scalars as arguments, an int averaged as a float, and the
+    float0 gradients of integer leaves left as they are."""
+    root = comm.size - 1
+    assert int(ddp.jax.broadcast(jnp.int32(comm.rank), root=np.int64(root))) == root
+    assert float(ddp.jax.allreduce(comm.rank, op="avg")) == \
+        pytest.approx(sum(range(comm.size)) / comm.size)
+    params = {"w": jnp.ones(3), "step": jnp.int32(1)}
+    grads = jax.grad(lambda p: (p["w"] * comm.rank).sum(), allow_int=True)(params)
+    averaged = jax.jit(lambda g: ddp.jax.allreduce(g, op="avg"))(grads)
+    assert averaged["step"].dtype == jax.dtypes.float0
+    np.testing.assert_allclose(np.asarray(averaged["w"]),
+                               np.full(3, sum(range(comm.size)) / comm.size))

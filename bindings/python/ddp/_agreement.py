@@ -23,6 +23,7 @@ import re
 import numpy as np
 
 from . import _ffi, _trees
+from ._jit_order import wait_for_jitted_collectives
 from ._tensors import TensorList
 
 # libddp's own words for a difference in the tensor list: only then may the
@@ -63,6 +64,7 @@ class CheckedCall:
     messages ("tensors", "state"); None for calls that take none."""
 
     def __init__(self, comm, collective, tree=None, name=None, timeout=None):
+        wait_for_jitted_collectives()  # ddp/_jit_order.py: in the order they were called
         self.comm = comm
         self.collective = collective
         self.tree = tree

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import _exit, _ffi, _leaf_names, _log_bridge, _trees
 from ._agreement import CheckedCall, collective_options
+from ._jit_order import wait_for_jitted_collectives
 from ._ops import op_value
 from ._staging import Staging, is_immutable_array, is_number
 from ._tensors import NUMPY_NAME_OF_DTYPE, numpy_dtype
@@ -234,6 +235,7 @@ class Communicator:
     def finalize(self):
         """Ends the communicator (idempotent); MPI ends too if libddp started it.
         Called at interpreter exit if the program does not call it."""
+        wait_for_jitted_collectives()
         _ffi.ddp_finalize(self._handle)
         self.finalized = True
         _free_finished_abandoned(finalized=True)
@@ -502,6 +504,7 @@ class SubCommunicator(Communicator):
     def free(self):
         """Releases the sub-communicator after its async requests finish.
         Collective over its ranks; a second call does nothing."""
+        wait_for_jitted_collectives()
         _ffi.ddp_comm_free(self._handle)
 
     def finalize(self):

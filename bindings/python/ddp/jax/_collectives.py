@@ -5,25 +5,50 @@ collective ("ddp_allreduce", ...). The handler runs when XLA runs the
 computation: it views the call's buffers as NumPy arrays and makes the same
 call the Communicator makes outside jit (comm.allreduce(views, op=...)), so
 its checks, its agreement with every rank and its timeout hold in jit too.
-The call's tree structure travels too (as a key to it), so that messages
-name leaves by their paths as outside jit. The call's keyword arguments
-travel as one JSON string attribute and are checked there, at run time, in the collective's place on every rank: a bad
-op on one rank fails the collective on every rank at once, as outside jit.
+The call's tree structure travels with it (as a key to it), so that messages
+name leaves by their paths as outside jit, and so do its keyword arguments,
+as one JSON string attribute, checked in the handler, in the collective's
+place on every rank: a bad op on one rank fails the collective on every rank
+at once, as outside jit.
 """
 import json
+import threading
 
 import jax
 import numpy as np
 
 from .. import _ffi
 from .._communicator import current_world
+from .._jit_order import InsideHandler
 from . import _xla_ffi
 
-# The communicators and tree structures handed to calls, by keys the call
-# carries as attributes.
-_communicators = {}
-_structures = {}
 _handlers = []  # the registered C handlers, alive while XLA may call them
+
+
+class _Registry:
+    """Objects handed to calls (communicators, tree structures) by an int
+    key the call carries as an attribute; the same object, the same key.
+    Kept for the process's life: a compiled call may run at any time."""
+
+    def __init__(self):
+        self._lock = threading.Lock()  # several threads may trace at once
+        self._by_key = {}
+        self._keys = {}
+
+    def key(self, value, identity):
+        with self._lock:
+            key = self._keys.get(identity)
+            if key is None:
+                key = self._keys[identity] = len(self._by_key)
+                self._by_key[key] = value
+            return key
+
+    def __getitem__(self, key):
+        return self._by_key[key]
+
+
+_communicators = _Registry()
+_structures = _Registry()
 
 
 def _error_code(error):
@@ -41,7 +66,7 @@ def _in_place(method):
     input first where it must), and are reduced where they are."""
     def run(comm, inputs, outputs, tree_of, arguments):
         for source, target in zip(inputs, outputs):
-            if source.ctypes.data != target.ctypes.data:
+            if isinstance(source, np.ndarray) and source.ctypes.data != target.ctypes.data:
                 np.copyto(target, source)
         getattr(comm, method)(tree_of(outputs), **arguments)
     return run
@@ -64,8 +89,10 @@ def _register():
         def function(inputs, outputs, attributes, run=run):
             comm = _communicators[attributes["comm"]]
             structure = _structures[attributes["tree"]]
-            run(comm, inputs, outputs, lambda views: jax.tree_util.tree_unflatten(structure, views),
-                json.loads(attributes["arguments"]))
+            with InsideHandler():
+                run(comm, inputs, outputs,
+                    lambda views: jax.tree_util.tree_unflatten(structure, views),
+                    json.loads(attributes["arguments"]))
         c_handler = _xla_ffi.handler(function, _error_code)
         _handlers.append(c_handler)
         jax.ffi.register_ffi_target(f"ddp_{collective}", jax.ffi.pycapsule(c_handler),
@@ -75,44 +102,67 @@ def _register():
 _register()
 
 
-def _key(registry, value):
-    """value's key in registry (the same value, the same key)."""
-    for key, known in registry.items():
-        if known is value or known == value:
-            return key
-    key = len(registry)
-    registry[key] = value
-    return key
-
-
 def _call(collective, tree, comm, arguments, result_shape, in_place):
+    """The custom call for `tree`'s leaves (float0 leaves, the gradients of
+    integers, have no data and are left as they are). What fails here,
+    while tracing (a leaf JAX cannot take, vmap or grad of a call that has
+    no rule for it), fails on this rank only: it takes part in the
+    collective as invalid, as the Communicator's own checks do, so that its
+    peers' call raises at once instead of pairing with this rank's next."""
     comm = comm if comm is not None else current_world()
-    leaves, structure = jax.tree_util.tree_flatten(tree)
-    leaves = [jax.numpy.asarray(leaf) for leaf in leaves]
-    if not leaves:
-        return tree
-    results = [jax.ShapeDtypeStruct(result_shape(leaf.shape, comm.size), leaf.dtype)
-               for leaf in leaves]
-    call = jax.ffi.ffi_call(
-        f"ddp_{collective}", results, has_side_effect=True,
-        vmap_method="broadcast_all" if in_place else None,
-        input_output_aliases={index: index for index in range(len(leaves))} if in_place else None)
-    outputs = call(*leaves, comm=np.int64(_key(_communicators, comm)),
-                   tree=np.int64(_key(_structures, structure)), arguments=_json(arguments))
-    return jax.tree_util.tree_unflatten(structure, outputs)
+    with comm._checked(collective, timeout=arguments.get("timeout")):
+        leaves, structure = jax.tree_util.tree_flatten(tree)
+        averaging = _json_value(arguments.get("op")) in ("avg", "mean", "AVG")
+        arrays = [_array(leaf, averaging) for leaf in leaves]
+        taken = [index for index, array in enumerate(arrays)
+                 if array.dtype != jax.dtypes.float0]
+        if not taken:
+            return tree
+        operands = [arrays[index] for index in taken]
+        results = [jax.ShapeDtypeStruct(result_shape(array.shape, comm.size), array.dtype)
+                   for array in operands]
+        call = jax.ffi.ffi_call(
+            f"ddp_{collective}", results, has_side_effect=True,
+            vmap_method="broadcast_all" if in_place else None,
+            input_output_aliases={index: index for index in range(len(operands))}
+            if in_place else None)
+        if len(taken) < len(leaves):  # the handler sees the taken leaves as a list
+            structure_of_call = jax.tree_util.tree_structure(list(range(len(operands))))
+        else:
+            structure_of_call = structure
+        outputs = call(*operands, comm=np.int64(_communicators.key(comm, id(comm))),
+                       tree=np.int64(_structures.key(structure_of_call, structure_of_call)),
+                       arguments=_json(arguments))
+    for index, output in zip(taken, outputs):
+        arrays[index] = output
+    return jax.tree_util.tree_unflatten(structure, arrays)
+
+
+def _array(leaf, averaging):
+    """A leaf as a JAX array; a Python int that is averaged becomes a float,
+    as in the Communicator's own calls."""
+    if averaging and isinstance(leaf, int) and not isinstance(leaf, bool):
+        return jax.numpy.asarray(leaf, dtype=jax.numpy.result_type(float))
+    return jax.numpy.asarray(leaf)
 
 
 def _json(arguments):
-    """The keyword arguments as the handler passes them on: enums by name,
-    anything JSON lacks as its repr (refused there, in the call's place)."""
-    def plain(value):
-        name = getattr(value, "name", None)  # ddp.Op.AVG (an int too), ReduceOp.AVG
-        if isinstance(name, str):
-            return name
-        if isinstance(value, (bool, int, float, str)) or value is None:
-            return value
-        return repr(value)
-    return json.dumps({key: plain(value) for key, value in arguments.items()})
+    """The keyword arguments as the handler passes them on (see _json_value)."""
+    return json.dumps({key: _json_value(value) for key, value in arguments.items()})
+
+
+def _json_value(value):
+    """Enums by name (ddp.Op.AVG, an int too; ReduceOp.AVG), NumPy scalars as
+    numbers, anything else JSON lacks as its repr (refused in the handler,
+    in the call's place)."""
+    name = getattr(value, "name", None)
+    if isinstance(name, str):
+        return name
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    return repr(value)
 
 
 def _same(shape, size):

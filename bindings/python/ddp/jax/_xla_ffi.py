@@ -133,13 +133,25 @@ def _describe(frame):
     metadata.traits = 0
 
 
+class BufferWithoutView:
+    """A buffer of a dtype NumPy cannot view here (float8, int4): passed on as
+    it is, so that the collective refuses it in its place on every rank."""
+
+    def __init__(self, code):
+        self.code = code
+
+    def __repr__(self):
+        return f"an XLA buffer of dtype code {self.code}"
+
+
 def _buffers(buffer_list):
     views = []
     for index in range(buffer_list.size):
         buffer = ctypes.cast(buffer_list.items[index], ctypes.POINTER(Buffer)).contents
         dtype = NUMPY_OF_DTYPE.get(buffer.dtype)
         if dtype is None:
-            raise TypeError(f"buffer {index}: XLA dtype code {buffer.dtype} has no NumPy view here")
+            views.append(BufferWithoutView(buffer.dtype))
+            continue
         shape = tuple(buffer.dims[axis] for axis in range(buffer.rank))
         count = int(np.prod(shape, dtype=np.int64))
         if count == 0 or not buffer.data:
