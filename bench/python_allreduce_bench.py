@@ -4,28 +4,18 @@ a flat buffer that already holds every gradient (no packing cost).
 
     mpirun -np 2 .venv/bin/python bench/python_allreduce_bench.py MODEL.tsv [RUNS]
 
-Strategies are interleaved round by round, in a new order each round, so that
-machine drift and cache state touch all alike;
-2 warm-up rounds, then the median (min, max) of RUNS rounds; rank 0 prints.
+Strategies are interleaved round by round (bench/interleaved.py); the
+median (min, max) of RUNS rounds; rank 0 prints.
 """
-import random
 import sys
-import time
 
 import numpy as np
 from mpi4py import MPI
 
 import ddp
+from interleaved import read_shapes, time_interleaved
 
 
-def read_shapes(path):
-    shapes = []
-    for line in open(path):
-        if line.startswith("#") or not line.strip():
-            continue
-        _, shape = line.split("\t")
-        shapes.append(tuple(int(d) for d in shape.strip().split("x")))
-    return shapes
 
 
 def main():
@@ -41,19 +31,7 @@ def main():
             "mpi4py per tensor": lambda: [world.Allreduce(MPI.IN_PLACE, t) for t in separate],
             "mpi4py flat buffer": lambda: world.Allreduce(MPI.IN_PLACE, flat),
         }
-        times = {name: [] for name in strategies}
-        shuffler = random.Random(12345)  # the same order on every rank
-        order = list(strategies)
-        for round_index in range(2 + runs):
-            shuffler.shuffle(order)  # no strategy always follows the same one
-            for name in order:
-                run = strategies[name]
-                world.Barrier()
-                start = time.perf_counter()
-                run()
-                elapsed = time.perf_counter() - start
-                if round_index >= 2:
-                    times[name].append(world.allreduce(elapsed, op=MPI.MAX))
+        times = time_interleaved(strategies, runs)
     if world.rank == 0:
         reference = np.median(times["ddp.allreduce (list)"])
         print(f"{path.rsplit('/', 1)[-1]}: {len(shapes)} tensors, {flat.nbytes / 1e6:.1f} MB, "

@@ -22,7 +22,7 @@ from ddp import _trees
 from ddp._staging import Staging
 from ddp._tensors import TensorList
 
-from python_allreduce_bench import read_shapes
+from interleaved import read_shapes
 
 
 class OnlyDLPack:

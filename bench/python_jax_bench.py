@@ -15,12 +15,10 @@ gradient list of float32 JAX arrays (CPU).
   above write new arrays)
 
 Each timing ends when the results are ready (block_until_ready).
-Strategies are interleaved round by round, in a new order each round; 2
-warm-up rounds, then the median (min, max) of RUNS rounds; rank 0 prints.
+Strategies are interleaved round by round (bench/interleaved.py); the
+median (min, max) of RUNS rounds; rank 0 prints.
 """
-import random
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -29,16 +27,9 @@ from mpi4py import MPI
 
 import ddp
 import ddp.jax
+from interleaved import read_shapes, time_interleaved
 
 
-def read_shapes(path):
-    shapes = []
-    for line in open(path):
-        if line.startswith("#") or not line.strip():
-            continue
-        _, shape = line.split("\t")
-        shapes.append(tuple(int(d) for d in shape.strip().split("x")))
-    return shapes
 
 
 def main():
@@ -52,31 +43,18 @@ def main():
         donated = jax.jit(lambda tree: ddp.jax.allreduce(tree, op="avg"), donate_argnums=0)
         fresh = []
 
-        def make_fresh():
+        def make_fresh():  # untimed: the donated call consumes its inputs
             fresh[:] = [jax.block_until_ready([g + 0 for g in grads])]
-        nothing = lambda: None  # noqa: E731
-        strategies = {  # name: (untimed setup, timed call)
-            "ddp.jax.allreduce in jit": (nothing, lambda: jax.block_until_ready(in_jit(grads))),
-            "ddp.jax.allreduce in jit, donated": (
-                make_fresh, lambda: jax.block_until_ready(donated(fresh.pop()))),
-            "ddp.jax.allreduce outside jit": (nothing, lambda: jax.block_until_ready(
-                ddp.jax.allreduce(grads, op="avg"))),
-            "comm.allreduce (NumPy)": (nothing, lambda: comm.allreduce(arrays, op="avg")),
+        strategies = {
+            "ddp.jax.allreduce in jit": lambda: jax.block_until_ready(in_jit(grads)),
+            "ddp.jax.allreduce in jit, donated": lambda: jax.block_until_ready(
+                donated(fresh.pop())),
+            "ddp.jax.allreduce outside jit": lambda: jax.block_until_ready(
+                ddp.jax.allreduce(grads, op="avg")),
+            "comm.allreduce (NumPy)": lambda: comm.allreduce(arrays, op="avg"),
         }
-        times = {name: [] for name in strategies}
-        shuffler = random.Random(12345)  # the same order on every rank
-        order = list(strategies)
-        for round_index in range(2 + runs):
-            shuffler.shuffle(order)
-            for name in order:
-                setup, run = strategies[name]
-                setup()
-                world.Barrier()
-                start = time.perf_counter()
-                run()
-                elapsed = time.perf_counter() - start
-                if round_index >= 2:
-                    times[name].append(world.allreduce(elapsed, op=MPI.MAX))
+        times = time_interleaved(strategies, runs,
+                                 setups={"ddp.jax.allreduce in jit, donated": make_fresh})
         assert all(bool(jnp.all(g == 1.0)) for g in in_jit(grads)), "not averaged"
     if world.rank == 0:
         megabytes = sum(int(np.prod(shape)) for shape in shapes) * 4 / 1e6

@@ -18,13 +18,11 @@ parameter once, so backward is cheap and the step is mostly communication;
   one MPI_Iallreduce per gradient started as backward finishes it
   (register_post_accumulate_grad_hook), all waited for at the end.
 
-Strategies are interleaved round by round, in a new order each round; 2
-warm-up rounds, then the median (min, max) of RUNS rounds; rank 0 prints.
+Strategies are interleaved round by round (bench/interleaved.py); the
+median (min, max) of RUNS rounds; rank 0 prints.
 """
-import random
 import socket
 import sys
-import time
 
 import numpy as np
 import torch
@@ -33,16 +31,9 @@ from mpi4py import MPI
 
 import ddp
 import ddp.torch
+from interleaved import read_shapes, time_interleaved
 
 
-def read_shapes(path):
-    shapes = []
-    for line in open(path):
-        if line.startswith("#") or not line.strip():
-            continue
-        _, shape = line.split("\t")
-        shapes.append(tuple(int(d) for d in shape.strip().split("x")))
-    return shapes
 
 
 class Parameters(torch.nn.Module):
@@ -120,18 +111,7 @@ def main():
             "mpi4py Iallreduce from hooks": lambda: step(hooked_model,
                                                          lambda: hooked.wait(hooked_model)),
         }
-        times = {name: [] for name in strategies}
-        shuffler = random.Random(12345)  # the same order on every rank
-        order = list(strategies)
-        for round_index in range(2 + runs):
-            shuffler.shuffle(order)
-            for name in order:
-                world.Barrier()
-                start = time.perf_counter()
-                strategies[name]()
-                elapsed = time.perf_counter() - start
-                if round_index >= 2:
-                    times[name].append(world.allreduce(elapsed, op=MPI.MAX))
+        times = time_interleaved(strategies, runs)
         expected = float(np.mean([1.0 + rank for rank in range(world.size)]))
         for model in (ours.module, horovod_model, theirs.module, hooked_model):
             assert all(torch.all(p.grad == expected) for p in model.parameters()), "not averaged"
