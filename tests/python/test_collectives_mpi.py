@@ -434,6 +434,32 @@ def test_check_replicas_names_the_differing_leaf_by_path(comm):
     assert not result and "tensors['b'] (f64[3]) differs" in result.message, result.message
 
 
+@pytest.mark.parametrize("collective", ["allreduce", "broadcast", "check_replicas", "reducer"])
+def test_a_generator_that_raises_on_one_rank_fails_every_rank_at_once(comm, collective):
+    """The leaves are read inside the call's checks, so a generator (such as
+    model.parameters()) that raises while read is this rank's bad argument."""
+    last = comm.size - 1
+
+    def leaves():
+        yield np.ones(3, np.float32)
+        if comm.rank == last:
+            raise RuntimeError("a generator that fails while read")
+        yield np.ones(2, np.float32)
+
+    call = {"allreduce": lambda: comm.allreduce(leaves(), timeout=20),
+            "broadcast": lambda: comm.broadcast(leaves(), timeout=20),
+            "check_replicas": lambda: comm.check_replicas(leaves(), timeout=20),
+            "reducer": lambda: comm.reducer(leaves(), timeout=20)}[collective]
+    with pytest.raises((RuntimeError, ddp.MismatchError)) as caught:
+        call()
+    if comm.rank == last:
+        assert type(caught.value) is RuntimeError
+    else:
+        assert f"rank {last} passed invalid arguments" in caught.value.message
+        assert "a generator that fails while read" in caught.value.message
+    comm.allreduce([np.ones(2)])  # every rank is in step again
+
+
 def test_adopting_an_mpi4py_communicator(comm):
     """A split communicator (even and odd ranks) adopted through py2f()."""
     # A second live world communicator is refused; finalize, adopt, then restore.
@@ -447,3 +473,4 @@ def test_adopting_an_mpi4py_communicator(comm):
         np.testing.assert_array_equal(values, expected)
     half.Free()
     assert MPI.Is_initialized() and not MPI.Is_finalized()
+

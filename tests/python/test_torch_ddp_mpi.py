@@ -215,8 +215,11 @@ def test_mixed_dtypes_average_as_mpi_does(comm):
                                    atol=tolerance * np.abs(expected).max())
 
 
-@pytest.mark.parametrize("mistake", ["bucket_cap_mb", "not_a_module", "no_parameters"])
+@pytest.mark.parametrize("mistake", ["bucket_cap_mb", "not_a_module", "no_parameters",
+                                     "not_on_the_cpu"])
 def test_a_bad_ddp_argument_on_one_rank_fails_every_rank(comm, mistake):
+    """not_on_the_cpu: torch's meta device stands for a GPU here (none in CI);
+    the buckets live in host memory, so such parameters are refused."""
     last = comm.size - 1
     module, options = Net(seed=0), {}
     if comm.rank == last:
@@ -224,8 +227,10 @@ def test_a_bad_ddp_argument_on_one_rank_fails_every_rank(comm, mistake):
             options = {"bucket_cap_mb": -1}
         elif mistake == "not_a_module":
             module = [module]
-        else:
+        elif mistake == "no_parameters":
             module = torch.nn.ReLU()
+        else:
+            module = module.to("meta")
     if comm.rank == last:
         with pytest.raises((ValueError, TypeError)):
             ddp.torch.DistributedDataParallel(module, timeout=PEER_TIMEOUT, **options)

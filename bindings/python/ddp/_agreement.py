@@ -67,11 +67,22 @@ class CheckedCall:
         wait_for_jitted_collectives()  # ddp/_jit_order.py: in the order they were called
         self.comm = comm
         self.collective = collective
-        self.tree = tree
+        self._tree = tree
+        self._tree_read = False
         self.name = name
         self.timeout = timeout
         self._paths = None
         self._out = None  # (tree, paths) of the out= of calls that write results apart
+
+    @property
+    def tree(self):
+        """The call's tree, with a one-shot iterable of leaves (a generator
+        such as model.parameters()) read into a list: read inside the `with`
+        block, so that a generator that raises fails the call on every rank."""
+        if not self._tree_read:
+            self._tree = _trees.materialized(self._tree)
+            self._tree_read = True
+        return self._tree
 
     def leaf_name(self, index):
         """Leaf `index` of the tree as code reaches it: tensors['layer2']['bias']."""

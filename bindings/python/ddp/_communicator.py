@@ -253,8 +253,8 @@ class Communicator:
         stream: for GPU arrays (CuPy, PyTorch), the CUDA stream the call is
         ordered on (default: the legacy default stream); see ddp.h.
         timeout: seconds this call may take (default: the communicator's)."""
-        tensors = _trees.materialized(tensors)
         with self._checked("allreduce", tensors, "tensors", timeout) as call:
+            tensors = call.tree  # read here: see CheckedCall.tree
             rebuild, reduce_op, staging, tensor_list, options = _allreduce_arguments(
                 call, tensors, op, fusion_bytes, stream, timeout)
         call.run(_ffi.ddp_allreduce_tensor_list, self._handle, tensor_list.array,
@@ -278,9 +278,9 @@ class Communicator:
         """Starts allreduce in the background; returns a Request whose wait()
         gives what allreduce would have returned. Leave the arrays alone until
         then. GPU arrays: see allreduce's stream, and Request.wait_on(stream)."""
-        tensors = _trees.materialized(tensors)
         _free_finished_abandoned()
         with self._checked("allreduce", tensors, "tensors", timeout) as call:
+            tensors = call.tree  # read here: see CheckedCall.tree
             rebuild, reduce_op, staging, tensor_list, options = _allreduce_arguments(
                 call, tensors, op, fusion_bytes, stream, timeout)
         request = ctypes.POINTER(_ffi.ddp_request)()
@@ -292,8 +292,8 @@ class Communicator:
         """Gives every leaf of tensors root's value and returns the result:
         writable arrays are overwritten in place, JAX arrays and numbers come
         back as new values (broadcast(params_dict) works on any tree)."""
-        tensors = _trees.materialized(tensors)
         with self._checked("broadcast", tensors, "tensors", timeout) as call:
+            tensors = call.tree  # read here: see CheckedCall.tree
             leaves, rebuild = _trees.flatten(tensors)
             stream = stream_handle(stream)
             staging = Staging(leaves, writes=True)
@@ -307,8 +307,8 @@ class Communicator:
     def reduce(self, tensors, op="sum", root=0, stream=None, timeout=None):
         """Reduces into root's leaves (returned as allreduce returns them); other
         ranks' leaves are left as they were."""
-        tensors = _trees.materialized(tensors)
         with self._checked("reduce", tensors, "tensors", timeout) as call:
+            tensors = call.tree  # read here: see CheckedCall.tree
             leaves, rebuild = _trees.flatten(tensors)
             reduce_op = op_value(op)
             stream = stream_handle(stream)
@@ -329,8 +329,8 @@ class Communicator:
         tree of the same structure; a JAX leaf there comes back as a new
         value). A leaf may be this rank's block of its out leaf (in place).
         The inputs are only read. timeout: as allreduce's."""
-        tensors, out = _trees.materialized(tensors), _trees.materialized(out)
         with self._checked("allgather", tensors, "tensors", timeout) as call:
+            tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
             inputs, outputs, options, finish = _sharded_arguments(
                 call, tensors, out, True, fusion_bytes, stream, timeout)
         call.run(_ffi.ddp_allgather_tensor_list, self._handle, inputs.array, outputs.array,
@@ -341,9 +341,9 @@ class Communicator:
         """Starts allgather in the background; returns a Request whose wait()
         gives what allgather would have returned. Leave the arrays alone until
         then."""
-        tensors, out = _trees.materialized(tensors), _trees.materialized(out)
         _free_finished_abandoned()
         with self._checked("allgather", tensors, "tensors", timeout) as call:
+            tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
             inputs, outputs, options, finish = _sharded_arguments(
                 call, tensors, out, True, fusion_bytes, stream, timeout)
         request = ctypes.POINTER(_ffi.ddp_request)()
@@ -360,8 +360,8 @@ class Communicator:
         a ValueError (pad it). The tree that comes back is new NumPy arrays, or
         out's leaves written in place, as allgather's. The inputs are only
         read: the gradient half of ZeRO and FSDP, allgather the parameter half."""
-        tensors, out = _trees.materialized(tensors), _trees.materialized(out)
         with self._checked("reduce_scatter", tensors, "tensors", timeout) as call:
+            tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
             reduce_op = op_value(op)
             inputs, outputs, options, finish = _sharded_arguments(
                 call, tensors, out, False, fusion_bytes, stream, timeout)
@@ -373,9 +373,9 @@ class Communicator:
                              stream=None, timeout=None):
         """Starts reduce_scatter in the background; returns a Request whose
         wait() gives what reduce_scatter would have returned."""
-        tensors, out = _trees.materialized(tensors), _trees.materialized(out)
         _free_finished_abandoned()
         with self._checked("reduce_scatter", tensors, "tensors", timeout) as call:
+            tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
             reduce_op = op_value(op)
             inputs, outputs, options, finish = _sharded_arguments(
                 call, tensors, out, False, fusion_bytes, stream, timeout)
@@ -390,8 +390,8 @@ class Communicator:
         in the returned tree; strings and bytes (configuration) are left alone.
         Raises MismatchError on every rank, naming the first differing leaf by
         its path, if the structures (paths, shapes, dtypes) differ."""
-        state = _trees.materialized(state)
         with self._checked("sync_optimizer_state", state, "state", timeout) as call:
+            state = call.tree  # read here: see CheckedCall.tree
             leaves, rebuild = _trees.flatten(state)
             kinds = [_state_leaf_kind(leaf, call.leaf_name(index)) for index, leaf in enumerate(leaves)]
             array_indices = [index for index, kind in enumerate(kinds) if kind == "array"]
@@ -417,8 +417,8 @@ class Communicator:
         """Whether every rank holds bitwise the same leaves (arrays, numbers, any
         tree of them); the result is falsy when not, and its message names the
         first differing leaf (by its path) and two ranks."""
-        tensors = _trees.materialized(tensors)
         with self._checked("check_replicas", tensors, "tensors", timeout) as call:
+            tensors = call.tree  # read here: see CheckedCall.tree
             leaves, _ = _trees.flatten(tensors)
             stream = stream_handle(stream)
             staging = Staging(leaves, writes=False)

@@ -73,8 +73,8 @@ class Reducer:
 
     def __init__(self, comm, like, op="avg", fusion_bytes=None, timeout=None):
         self._buckets = None
-        like = _trees.materialized(like)
         with CheckedCall(comm, "reducer_create", like, "like", timeout) as call:
+            like = call.tree  # read here: see CheckedCall.tree
             leaves, rebuild = _trees.flatten(like)
             shapes_and_types = [_shape_and_dtype(leaf, call.leaf_name(index))
                                 for index, leaf in enumerate(leaves)]
