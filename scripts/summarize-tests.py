@@ -9,7 +9,8 @@ A result file is named SUITE-npN-rankR.xml (junit) or SUITE-npN-rankR.libtest
 counts once, as passed only when it passed on all N ranks; a rank whose file
 is missing (it crashed) counts as one failure of its suite, and so does a
 libtest file without libtest's closing `test result:` line (the build failed,
-or the program died mid-run)."""
+or the program died mid-run). Failures are named on stderr; the exit status
+is 1 when any test failed."""
 import json
 import re
 import sys
@@ -73,6 +74,12 @@ def per_rank_results(directory):
     for (suite, ranks), by_rank in sorted(suites.items()):
         for test in sorted(set().union(*by_rank.values())):
             outcomes = {by_rank[rank].get(test, "FAIL") for rank in by_rank}
+            if "FAIL" in outcomes:
+                # a test that ran under another name on some rank (an id
+                # that differs between ranks) is missing there: a failure too
+                where = sorted(rank for rank in by_rank if by_rank[rank].get(test, "FAIL") == "FAIL")
+                print(f"{suite} -np {ranks}: {test} failed or is missing on rank(s) {where}",
+                      file=sys.stderr)
             yield "FAIL" if "FAIL" in outcomes else ("SKIP" if outcomes == {"SKIP"} else "OK")
         for missing in set(range(ranks)) - set(by_rank):
             print(f"{suite} -np {ranks}: rank {missing} wrote no results", file=sys.stderr)
@@ -92,3 +99,4 @@ for result in results:
     else:
         failed += 1
 print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+sys.exit(1 if failed else 0)

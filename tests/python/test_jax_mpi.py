@@ -35,7 +35,8 @@ def mine(comm, shape=(3, 4), dtype=np.float32):
 
 
 @pytest.mark.parametrize("op, mpi_op", [("sum", MPI.SUM), ("min", MPI.MIN), ("max", MPI.MAX),
-                                        (ddp.Op.AVG, None)], ids=str)
+                                        (ddp.Op.AVG, None)],
+                         ids=["sum", "min", "max", "avg"])  # the same on every rank
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32], ids=lambda t: t.__name__)
 def test_allreduce_in_jit_reduces_as_mpi(comm, op, mpi_op, dtype):
     if op == ddp.Op.AVG and dtype == np.int32:
