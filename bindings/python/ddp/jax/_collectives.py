@@ -20,6 +20,7 @@ import numpy as np
 from .. import _ffi
 from .._communicator import current_world
 from .._jit_order import InsideHandler
+from .._ops import op_value
 from . import _xla_ffi
 
 _handlers = []  # the registered C handlers, alive while XLA may call them
@@ -112,7 +113,7 @@ def _call(collective, tree, comm, arguments, result_shape, in_place):
     comm = comm if comm is not None else current_world()
     with comm._checked(collective, timeout=arguments.get("timeout")):
         leaves, structure = jax.tree_util.tree_flatten(tree)
-        averaging = _json_value(arguments.get("op")) in ("avg", "mean", "AVG")
+        averaging = "op" in arguments and _averages(arguments["op"])
         arrays = [_array(leaf, averaging) for leaf in leaves]
         taken = [index for index, array in enumerate(arrays)
                  if array.dtype != jax.dtypes.float0]
@@ -136,6 +137,15 @@ def _call(collective, tree, comm, arguments, result_shape, in_place):
     for index, output in zip(taken, outputs):
         arrays[index] = output
     return jax.tree_util.tree_unflatten(structure, arrays)
+
+
+def _averages(op):
+    """Whether op is AVG, read as every call reads ops; a bad op is refused
+    by the handler, in the call's place on every rank."""
+    try:
+        return op_value(op) == _ffi.DDP_OP_AVG
+    except ValueError:
+        return False
 
 
 def _array(leaf, averaging):
