@@ -4,7 +4,9 @@
 // It sits beside a transport, whose control channel it uses. A call no
 // device plane runs is staged through pinned host memory over the host
 // planes instead (core/staged_collectives.cpp): the last entry of the
-// device priority list. An operation a plane lacks says DDP_ERR_UNSUPPORTED.
+// device priority list. Like a host plane it lists what it implements in a
+// table (planes/capabilities.hpp); an operation it lacks says
+// DDP_ERR_UNSUPPORTED.
 #pragma once
 
 #include <functional>
@@ -31,10 +33,14 @@ public:
     virtual ~DevicePlane() = default;
     virtual const char* name() const = 0;
 
-    /// Whether this plane runs `op` on `dtype` reduced with `reduction` with
-    /// libddp's semantics (NCCL's float MIN and MAX do not promise to
-    /// propagate NaN, so those are staged through the host instead).
-    virtual bool runs(DataOp op, ddp_dtype dtype, ddp_op reduction) const = 0;
+    /// What this plane implements (device memory only), the same on every
+    /// rank (planes/capabilities.hpp).
+    virtual std::span<const Capability> capabilities() const = 0;
+    /// Whether the table covers `op` on `dtype` reduced with `reduction`
+    /// (which may be AVG: device planes divide on the GPU).
+    bool runs(DataOp op, ddp_dtype dtype, ddp_op reduction) const {
+        return covers(capabilities(), op, dtype, reduction, Memory::device, 0);
+    }
 
     /// Each enqueues one collective over the whole list on `stream` and
     /// returns; `deadline` bounds the enqueueing itself. AVG is SUM, then

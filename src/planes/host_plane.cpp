@@ -1,5 +1,6 @@
-// What a host plane lacks, it says (c10d's model): a new collective is added
-// to the planes that can run it, and the others refuse it by default.
+// What a host plane lacks, it says (c10d's model). Its table claims only
+// what it implements, so these are reached only by a table that claims too
+// much.
 #include "planes/host_plane.hpp"
 
 #include <string>
@@ -7,17 +8,6 @@
 #include "util/error.hpp"
 
 namespace ddp {
-
-const char* data_op_name(DataOp op) {
-    switch (op) {
-    case DataOp::allreduce: return "allreduce";
-    case DataOp::reduce: return "reduce";
-    case DataOp::broadcast: return "broadcast";
-    case DataOp::allgather: return "allgather";
-    case DataOp::reduce_scatter: return "reduce_scatter";
-    }
-    return "an unknown operation";
-}
 
 namespace {
 

@@ -1,10 +1,11 @@
 // A host data plane: moves tensors' bytes in host memory between the ranks
-// of a communicator, one contiguous buffer per operation. Each plane says
-// which steps it runs (NCCL's canConnect); the communicator's priority
-// list (planes/plane_list.hpp) gives each step to the first plane that runs
-// it. An operation a plane lacks says DDP_ERR_UNSUPPORTED by default
-// (c10d's model), so a new collective is added to the planes that can run
-// it and a new plane implements only what it can do.
+// of a communicator, one contiguous buffer per operation. Each plane lists
+// the steps it implements in a table next to its code
+// (planes/capabilities.hpp); the communicator's priority list
+// (planes/plane_list.hpp) gives each step to the first plane whose table
+// covers it. An operation a plane lacks says DDP_ERR_UNSUPPORTED (c10d's
+// model), so a new collective is added to the planes that can run it and a
+// new plane implements only what it can do.
 #pragma once
 
 #include <cstddef>
@@ -13,17 +14,11 @@
 #include <span>
 
 #include "control/agreement_route.hpp"
+#include "planes/capabilities.hpp"
 #include "ddp/ddp.h"
 #include "util/pending.hpp"
 
 namespace ddp {
-
-/// The data movements a plane may offer; every collective's data phase is
-/// made of these (AVG is SUM followed by a division, done above the plane).
-enum class DataOp { allreduce, reduce, broadcast, allgather, reduce_scatter };
-
-/// "allreduce", ... for messages.
-const char* data_op_name(DataOp op);
 
 /// Where one member of a fused step lies in the caller's memory.
 struct Piece {
@@ -40,11 +35,15 @@ public:
     virtual ~HostPlane() = default;
     virtual const char* name() const = 0;
 
-    /// Whether this plane runs `op` on `bytes` bytes of `dtype` reduced
-    /// with `reduction` (SUM, PROD, MIN or MAX; ignored by broadcast and
-    /// allgather). It must answer alike on every rank for agreed arguments,
-    /// so that every rank gives a step to the same plane.
-    virtual bool runs(DataOp op, ddp_dtype dtype, ddp_op reduction, int64_t bytes) const = 0;
+    /// What this plane implements (host memory only). It must be the same
+    /// table on every rank, so that every rank gives a step to the same plane.
+    virtual std::span<const Capability> capabilities() const = 0;
+    /// Whether the table covers `op` on `bytes` bytes of `dtype` reduced
+    /// with `reduction` (SUM, PROD, MIN or MAX; ignored by the ops that do
+    /// not reduce).
+    bool runs(DataOp op, ddp_dtype dtype, ddp_op reduction, int64_t bytes) const {
+        return covers(capabilities(), op, dtype, reduction, Memory::host, bytes);
+    }
 
     // Each returns nullptr when the operation finished at once.
     /// In-place allreduce.

@@ -101,9 +101,7 @@ public:
     /// Says which way this rank's node stages go (the timeline shows it).
     const char* name() const override { return node_reduce_.shm ? "hierarchical/shm" : "hierarchical/mpi"; }
 
-    bool runs(DataOp op, ddp_dtype, ddp_op, int64_t bytes) const override {
-        return op == DataOp::allreduce && bytes >= hierarchical_min_bytes;
-    }
+    std::span<const Capability> capabilities() const override { return hierarchical_capabilities; }
 
     /// Reduce onto the node's leader (its local rank 0), allreduce among
     /// the leaders, broadcast from the leader, piece by piece: every rank

@@ -8,15 +8,12 @@
 
 #include <memory>
 
+#include "planes/hierarchical/capabilities.hpp"
 #include "planes/host_plane.hpp"
 #include "planes/shm/shm_plane.hpp"
 #include "planes/transport.hpp"
 
 namespace ddp {
-
-/// From this many bytes up a step goes the hierarchical way (below it the
-/// three stages' latency outweighs what they save; see docs/benchmark.md).
-constexpr int64_t hierarchical_min_bytes = int64_t{1} << 20;
 
 /// The hierarchical plane over `transport`'s ranks, or nullptr where it has
 /// nothing to gain (one node, or one rank per node). Its node stages go

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <thread>
 
+#include "planes/mpi/capabilities.hpp"
 #include "planes/mpi/mpi_check.hpp"
 #include "planes/mpi/recursive_doubling.hpp"
 #include "planes/transport.hpp"
@@ -265,9 +266,7 @@ public:
     const char* name() const override { return "mpi"; }
     ControlChannel& channel() override { return *this; }
     std::vector<HostPlane*> host_planes() override { return {this}; }
-    /// MPI runs every data operation on every dtype (user operations
-    /// cover the ones MPI lacks: f16, bf16 and NaN-propagating MIN/MAX).
-    bool runs(DataOp, ddp_dtype, ddp_op, int64_t) const override { return true; }
+    std::span<const Capability> capabilities() const override { return mpi_capabilities; }
     int rank() const override { return rank_; }
     int size() const override { return size_; }
     int local_rank() const override { return local_rank_; }

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "planes/nccl/capabilities.hpp"
 #include "planes/nccl/device_fusion.hpp"
 #include "planes/nccl/nccl_comm.hpp"
 #include "planes/nccl/nccl_library.hpp"
@@ -107,11 +108,7 @@ public:
         return std::make_unique<NcclPlane>(*sub, device_, std::move(comm), timeout_s_);
     }
 
-    /// Every data operation, except float MIN and MAX (NaN, above).
-    bool runs(DataOp op, ddp_dtype dtype, ddp_op reduction) const override {
-        const bool reduces = op == DataOp::allreduce || op == DataOp::reduce || op == DataOp::reduce_scatter;
-        return !(reduces && is_floating(dtype) && (reduction == DDP_OP_MIN || reduction == DDP_OP_MAX));
-    }
+    std::span<const Capability> capabilities() const override { return nccl_capabilities; }
 
     // allreduce packs the small tensors into buckets (device_fusion.hpp).
     void allreduce(std::span<const ddp_tensor> list, ddp_op op, void* stream, Clock::time_point deadline) override {

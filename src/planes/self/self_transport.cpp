@@ -2,6 +2,7 @@
 // the input itself and there is no peer to wait for.
 #include <cstring>
 
+#include "planes/self/capabilities.hpp"
 #include "planes/transport.hpp"
 #include "util/dtype.hpp"
 
@@ -14,7 +15,7 @@ public:
     const char* name() const override { return "self"; }
     ControlChannel& channel() override { return *this; }
     std::vector<HostPlane*> host_planes() override { return {this}; }
-    bool runs(DataOp, ddp_dtype, ddp_op, int64_t) const override { return true; }
+    std::span<const Capability> capabilities() const override { return self_capabilities; }
     int rank() const override { return 0; }
     int size() const override { return 1; }
     int local_rank() const override { return 0; }

@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "planes/shm/capabilities.hpp"
 #include "planes/shm/combine.hpp"
 #include "planes/shm/distance_probe.hpp"
 #include "planes/shm/pieces.hpp"
@@ -363,7 +364,7 @@ public:
     const char* name() const override { return "shm"; }
     AgreementRoute* agreement_route() override { return agreement_.get(); }
 
-    bool runs(DataOp, ddp_dtype, ddp_op, int64_t bytes) const override { return bytes >= smallest_bytes; }
+    std::span<const Capability> capabilities() const override { return shm_capabilities; }
 
     std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) override {
         return start({DataOp::allreduce, static_cast<std::byte*>(data), nullptr, count, dtype, op, 0});
@@ -390,13 +391,6 @@ public:
     }
 
 private:
-    /// Measured (bench/allreduce_bench sizes, 2 ranks): at 4 KiB, the
-    /// smallest size timed, this plane already beat the mpi plane's
-    /// point-to-point path (median 0.74-1.47x a bare MPI_Allreduce against
-    /// 0.22-0.78x); below it (2-4 KiB: smaller allreduces travel inside
-    /// agreement's messages) the mpi plane keeps the step.
-    static constexpr int64_t smallest_bytes = 4 * 1024;
-
     std::unique_ptr<Pending> start(const Operation::Args& args) {
         auto operation = std::make_unique<Operation>(state_, args);
         if (operation->done()) return nullptr;
