@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <string>
-#include <string_view>
 
 #include "api/options.hpp"
 #include "api/validate.hpp"
@@ -56,19 +55,6 @@ std::span<const ddp_tensor> checked_writable_list(const ddp_tensor* tensors, int
     const auto list = checked_tensor_list(tensors, n, what);
     check_no_overlap(list, what);
     return list;
-}
-
-CollectiveKind checked_collective_kind(const char* name) {
-    for (CollectiveKind kind : {CollectiveKind::allreduce, CollectiveKind::broadcast, CollectiveKind::reduce,
-                                CollectiveKind::sync_optimizer_state, CollectiveKind::check_replicas,
-                                CollectiveKind::barrier, CollectiveKind::reducer_create, CollectiveKind::allgather,
-                                CollectiveKind::reduce_scatter, CollectiveKind::comm_split,
-                                CollectiveKind::comm_split_node})
-        if (std::string_view(name) == kind_name(static_cast<uint64_t>(kind))) return kind;
-    fail(DDP_ERR_INVALID_ARGUMENT, "collective \"" + std::string(name) +
-                                       "\" is not one of allreduce, broadcast, reduce, sync_optimizer_state, "
-                                       "check_replicas, barrier, reducer_create, allgather, reduce_scatter, "
-                                       "comm_split, comm_split_node");
 }
 
 }  // namespace ddp

@@ -51,7 +51,4 @@ CollectiveCall valid_call(Communicator& comm, CollectiveKind kind, const ddp_col
 /// A writable tensor list: valid tensors that do not overlap.
 std::span<const ddp_tensor> checked_writable_list(const ddp_tensor* tensors, int64_t n, const char* what);
 
-/// The collective a binding names in ddp_report_invalid_call.
-CollectiveKind checked_collective_kind(const char* name);
-
 }  // namespace ddp

@@ -197,7 +197,7 @@ DDP_API ddp_status ddp_report_invalid_call(ddp_comm* comm, const char* collectiv
     return guarded([&] {
         Communicator& c = live_comm(comm);
         require_not_null(collective, "collective");
-        const CollectiveKind kind = checked_collective_kind(collective);
+        const CollectiveKind kind = reportable_kind(collective);
         double timeout_s = 0;
         try {
             timeout_s = checked_call_options(opts, c).timeout_s;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace ddp {
 
@@ -25,6 +26,11 @@ enum class CollectiveKind : uint64_t {
 
 /// "allreduce", ...; "an unknown collective" for other values.
 const char* kind_name(uint64_t kind);
+
+/// The collective a binding names in ddp_report_invalid_call: any the
+/// user calls (not a reducer's step or timeline_start, which run inside
+/// other calls). DDP_ERR_INVALID_ARGUMENT listing them for another name.
+CollectiveKind reportable_kind(std::string_view name);
 
 /// How messages name a call. The user's calls are numbered 1, 2, 3, ... in
 /// the order made; a call a language binding makes for its own purposes

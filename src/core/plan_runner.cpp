@@ -1,120 +1,79 @@
 #include "core/plan_runner.hpp"
 
-#include <cstring>
+#include <algorithm>
 #include <vector>
 
 #include "core/data_steps.hpp"
-#include "device/cpu/elementwise.hpp"
 #include "trace/timeline.hpp"
-#include "util/dtype.hpp"
 
 namespace ddp {
 
-std::byte* pack_one(const ddp_tensor& tensor, std::byte* bucket) {
-    std::memcpy(bucket, tensor.data, byte_size(tensor));
-    return bucket + byte_size(tensor);
-}
-
-const std::byte* unpack_one(const ddp_tensor& tensor, const std::byte* bucket, double divisor) {
-    if (divisor != 1.0)
-        divide_copy(tensor.data, bucket, tensor.count, dtype_of(tensor), divisor);
-    else
-        std::memcpy(tensor.data, bucket, byte_size(tensor));
-    return bucket + byte_size(tensor);
-}
-
 namespace {
 
-// Copies the members of a fused step into the bucket, back to back.
-void pack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors, std::byte* bucket) {
-    for (int64_t index : plan.members_of(step)) bucket = pack_one(tensors[static_cast<size_t>(index)], bucket);
+// Fills a timeline event with a plan step's details (only when recording).
+void describe_step(trace::Span& span, const FusionPlan& plan, const PlanStep& step, size_t index,
+                   const CollectiveCall& call) {
+    if (!span.on()) return;
+    span.event().bytes = step_bytes(step);
+    span.event().index = static_cast<int64_t>(index);
+    if (!call.names.empty()) span.event().names = trace::names_json(call.names, plan.members_of(step));
 }
 
-// Copies the bucket back into the members.
-void unpack(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors,
-            const std::byte* bucket, double divisor) {
-    for (int64_t index : plan.members_of(step))
-        bucket = unpack_one(tensors[static_cast<size_t>(index)], bucket, divisor);
+// Records step `index`'s transfer on `plane`, started at `started_ns`, on
+// the timeline (only when recording).
+void record_transfer(trace::Timeline& timeline, const CallContext& context, const FusionPlan& plan, size_t index,
+                     const CollectiveCall& call, int64_t started_ns, const char* plane) {
+    if (!timeline.on()) return;
+    const PlanStep& step = plan.steps[index];
+    trace::Event transfer;
+    transfer.name = "transfer";
+    transfer.tid = trace::thread_row(trace::Row::transfer, static_cast<int>(index % 2));
+    transfer.ts_ns = started_ns;
+    transfer.dur_ns = trace::now_ns() - started_ns;
+    transfer.sequence = context.sequence;
+    transfer.bytes = step_bytes(step);
+    transfer.index = static_cast<int64_t>(index);
+    transfer.plane = plane;
+    if (!call.names.empty()) transfer.names = trace::names_json(call.names, plan.members_of(step));
+    timeline.record(std::move(transfer));
 }
 
-// Whether this rank's members of a fused step already lie back to back in
-// memory (views into one flat gradient buffer, as ComponentArrays or a
-// destructured model give): then the step runs on them in place, with no
-// packing. Only the buffer differs between ranks, never the plane's call, so
-// ranks with different memory layouts still issue the same operations.
-std::byte* contiguous_members(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors) {
-    const auto members = plan.members_of(step);
-    auto* start = static_cast<std::byte*>(tensors[static_cast<size_t>(members[0])].data);
-    const std::byte* next = start;
-    for (int64_t index : members) {
-        const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
-        if (byte_size(tensor) == 0) continue;
-        if (tensor.data != next) return nullptr;
-        next += byte_size(tensor);
-    }
-    return start;
-}
-
-// Where each member of a fused step lies.
-std::vector<Piece> pieces_of(const FusionPlan& plan, const PlanStep& step, std::span<const ddp_tensor> tensors) {
-    std::vector<Piece> pieces;
-    for (int64_t index : plan.members_of(step)) {
-        const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
-        if (byte_size(tensor) > 0) pieces.push_back({static_cast<std::byte*>(tensor.data), byte_size(tensor)});
-    }
-    return pieces;
+// The largest bucket any fused step of the plan packs into.
+size_t largest_bucket(const FusionPlan& plan, const PlanSteps& steps) {
+    size_t largest = 0;
+    for (const PlanStep& step : plan.steps)
+        if (step.fused) largest = std::max(largest, steps.bucket_bytes(step));
+    return largest;
 }
 
 }  // namespace
 
-// Runs every plan step through `start`, pipelined: step k+1 is packed and
-// started before step k is waited for, so packing overlaps the transfer and
-// two operations are in flight (fused steps alternate between two halves
-// of the fusion buffer). Each wait is held to the call's deadline. A step
-// runs on the tensor itself for single tensors and for members already
-// contiguous in memory, on the members where they lie when the plane gathers
-// them (run.start_pieces), else on a bucket (packed before when
-// `pack_before`, unpacked after when `unpack_after`).
+// Runs every plan step, pipelined: step k+1 is packed and started before
+// step k is waited for, so packing overlaps the transfer and two operations
+// are in flight (steps in buckets alternate between two halves of the
+// fusion buffer). Each wait is held to the call's deadline.
 void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, const CollectiveCall& call,
-              const PlanRun& run, const StartStep& start) {
-    const bool pack_before = run.pack_before, unpack_after = run.unpack_after;
-    const double divisor = run.divisor;
-    const std::span<const ddp_tensor> tensors = call.tensors;
+              const PlanSteps& steps) {
     trace::Timeline& timeline = comm.control().timeline();
-    const auto half = static_cast<size_t>(plan.largest_bucket_bytes);
-    std::byte* buffers = comm.fusion_buffer(2 * half).data();
+    const size_t half = largest_bucket(plan, steps);
+    std::byte* buffers = half > 0 ? comm.fusion_buffer(2 * half).data() : nullptr;
     struct InFlight {
         const PlanStep* step = nullptr;
-        size_t index = 0;            // the step's place in the plan
-        std::byte* data = nullptr;   // where the step ran
-        bool in_bucket = false;      // on a packed bucket (else on the caller's memory)
-        bool in_pieces = false;      // on the members where they lie
+        size_t index = 0;             // the step's place in the plan
+        Place place = Place::caller;
+        std::byte* bucket = nullptr;  // for Place::bucket
         std::unique_ptr<Pending> pending;
-        const char* plane = nullptr; // the plane it runs on
-        int64_t started_ns = 0;      // for the timeline
+        const char* plane = nullptr;  // the plane it runs on
+        int64_t started_ns = 0;       // for the timeline
     };
     auto finish = [&](InFlight& flight) {
         if (flight.step == nullptr) return;
-        const PlanStep& step = *flight.step;
         comm.control().wait(context, std::move(flight.pending), WaitStyle::for_data);
-        record_transfer(comm, context, plan, flight.index, call, flight.started_ns, flight.plane);
-        if (flight.in_bucket) {
-            if (unpack_after) {
-                trace::Span span(timeline, divisor != 1.0 ? "unpack + divide" : "unpack", trace::Row::work,
-                                 context.sequence);
-                describe_step(span, plan, step, flight.index, call);
-                unpack(plan, step, tensors, flight.data, divisor);
-            }
-        } else if (unpack_after && divisor != 1.0) {
-            trace::Span span(timeline, "divide", trace::Row::work, context.sequence);
-            describe_step(span, plan, step, flight.index, call);
-            if (flight.in_pieces)
-                for (int64_t index : plan.members_of(step)) {
-                    const ddp_tensor& tensor = tensors[static_cast<size_t>(index)];
-                    divide_copy(tensor.data, tensor.data, tensor.count, step.dtype, divisor);
-                }
-            else
-                divide_copy(flight.data, flight.data, step.elements, step.dtype, divisor);
+        record_transfer(timeline, context, plan, flight.index, call, flight.started_ns, flight.plane);
+        if (const char* after = steps.after(flight.place)) {
+            trace::Span span(timeline, after, trace::Row::work, context.sequence);
+            describe_step(span, plan, *flight.step, flight.index, call);
+            steps.unpack(*flight.step, flight.place, flight.bucket);
         }
         flight.step = nullptr;
     };
@@ -125,29 +84,20 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
         InFlight current;
         current.step = &step;
         current.index = index;
-        HostPlane& plane = comm.planes().host_for(run.op, step.dtype, run.reduction, step_bytes(step));
+        HostPlane& plane = comm.planes().host_for(steps.op(), step.dtype, steps.reduction(), step_bytes(step));
         current.plane = plane.name();
-        std::vector<Piece> pieces;
-        if (!step.fused) {
-            current.data = static_cast<std::byte*>(tensors[static_cast<size_t>(plan.members_of(step)[0])].data);
-        } else if (std::byte* in_place = contiguous_members(plan, step, tensors)) {
-            current.data = in_place;
-        } else if (run.start_pieces && plane.gathers_pieces()) {
-            pieces = pieces_of(plan, step, tensors);
-            current.in_pieces = true;
-        } else {
-            current.data = buffers + half * next_half;
+        current.place = steps.place(step, plane);
+        if (current.place == Place::bucket) {
+            current.bucket = buffers + half * next_half;
             next_half ^= 1;
-            current.in_bucket = true;
-            if (pack_before) {
-                trace::Span span(timeline, "pack", trace::Row::work, context.sequence);
-                describe_step(span, plan, step, index, call);
-                pack(plan, step, tensors, current.data);
-            }
+        }
+        if (const char* before = steps.before(current.place)) {
+            trace::Span span(timeline, before, trace::Row::work, context.sequence);
+            describe_step(span, plan, step, index, call);
+            steps.pack(step, current.bucket);
         }
         if (timeline.on()) current.started_ns = trace::now_ns();
-        current.pending = current.in_pieces ? run.start_pieces(plane, pieces, step.elements, step.dtype)
-                                            : start(plane, current.data, step.elements, step.dtype);
+        current.pending = steps.start(plane, step, current.place, current.bucket);
         try {
             finish(previous);
         } catch (...) {
@@ -159,6 +109,5 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
     }
     finish(previous);
 }
-
 
 }  // namespace ddp

@@ -1,11 +1,15 @@
-// Runs a fusion plan's steps for the in-place collectives (allreduce,
-// reduce, broadcast), pipelined: step k+1 is packed and started before step
-// k is waited for, so packing overlaps the transfer. Each step goes to the
-// first host plane that runs it (planes/plane_list.hpp).
+// The one step loop: runs a fusion plan's steps for every collective that
+// moves data in steps, pipelined (step k+1 is packed and started before step
+// k is waited for, so packing overlaps the transfer). Each step goes to the
+// first host plane whose table covers it (planes/plane_list.hpp); picking
+// the plane, the buckets, waiting under the call's deadline, timing and the
+// timeline's events are here once. What differs between collectives, where
+// a step's bytes lie and how they are packed, started and unpacked, each
+// collective says in its own PlanSteps (Gloo writes each algorithm once over
+// a transport; here the loop is written once over these).
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <span>
 
@@ -15,36 +19,42 @@
 
 namespace ddp {
 
-/// What a plan step does on one buffer: start the operation on `plane`.
-using StartStep =
-    std::function<std::unique_ptr<Pending>(HostPlane& plane, void* data, int64_t count, ddp_dtype dtype)>;
-
-/// The same on the members of a fused step where they lie (HostPlane::start_allreduce_pieces).
-using StartPieces = std::function<std::unique_ptr<Pending>(HostPlane& plane, std::span<const Piece> pieces,
-                                                           int64_t count, ddp_dtype dtype)>;
-
-/// How a plan runs for one collective: the operation its steps are (which
-/// picks the plane), whether this rank's buckets are packed before (its
-/// inputs matter) and unpacked after (it receives the results), AVG's
-/// divisor (1: none), and, for a collective that has one, how a step
-/// starts on members left where they lie, on planes that gather them.
-struct PlanRun {
-    DataOp op;
-    ddp_op reduction = DDP_OP_SUM;
-    bool pack_before = true;
-    bool unpack_after = true;
-    double divisor = 1.0;
-    StartPieces start_pieces = nullptr;
+/// Where a step's bytes are while a plane moves them.
+enum class Place {
+    caller,  ///< in the caller's tensors (a lone tensor, or members that lie back to back)
+    pieces,  ///< in the members where they lie, gathered by the plane (HostPlane::gathers_pieces)
+    bucket,  ///< packed into a bucket of libddp's own
 };
 
+/// One collective's part of the step loop.
+class PlanSteps {
+public:
+    virtual ~PlanSteps() = default;
+    /// The operation the steps are and their reduction, as the planes are asked.
+    virtual DataOp op() const = 0;
+    virtual ddp_op reduction() const { return DDP_OP_SUM; }
+    /// The bytes of the bucket a fused step is packed into.
+    virtual size_t bucket_bytes(const PlanStep& step) const = 0;
+    /// Where `step` runs on `plane`: by default a fused step in a bucket,
+    /// a lone tensor where it lies.
+    virtual Place place(const PlanStep& step, const HostPlane&) const {
+        return step.fused ? Place::bucket : Place::caller;
+    }
+    /// The timeline's name for what runs before the transfer (packing), or
+    /// nullptr when nothing does; then pack() is not called.
+    virtual const char* before(Place place) const { return place == Place::bucket ? "pack" : nullptr; }
+    virtual void pack(const PlanStep&, std::byte* /*bucket*/) const {}
+    /// Starts the step on `plane` (`bucket` only for Place::bucket).
+    virtual std::unique_ptr<Pending> start(HostPlane& plane, const PlanStep& step, Place place,
+                                           std::byte* bucket) const = 0;
+    /// The timeline's name for what runs once the transfer ended
+    /// (unpacking, AVG's division), or nullptr; then unpack() is not called.
+    virtual const char* after(Place place) const = 0;
+    virtual void unpack(const PlanStep&, Place, const std::byte* /*bucket*/) const {}
+};
+
+/// Runs every step of `plan` as `steps` says.
 void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, const CollectiveCall& call,
-              const PlanRun& run, const StartStep& start);
-
-/// Copies `tensor` into the bucket at `bucket`; returns the end of its bytes.
-std::byte* pack_one(const ddp_tensor& tensor, std::byte* bucket);
-
-/// Copies the tensor's bytes back from the bucket, dividing by `divisor`
-/// (AVG); returns the end of its bytes in the bucket.
-const std::byte* unpack_one(const ddp_tensor& tensor, const std::byte* bucket, double divisor);
+              const PlanSteps& steps);
 
 }  // namespace ddp

@@ -2,69 +2,70 @@
 // outputs[i] (the parameter half of ZeRO and FSDP). A lone tensor goes
 // straight from its input into its output; the members of a fused step are
 // packed into this rank's block of one gathered bucket and unpacked from it.
+// The steps run in the one step loop (core/plan_runner.hpp).
 #include <cstring>
 
 #include "core/collectives/collective_rules.hpp"
 #include "core/data_steps.hpp"
+#include "core/plan_runner.hpp"
 #include "util/dtype.hpp"
 
 namespace ddp {
 
 namespace {
 
-// Copies each member's input into this rank's block of the bucket: the
-// gather then runs in place and every rank's block arrives beside it.
-void pack_own_block(const FusionPlan& plan, const PlanStep& step, const CollectiveCall& call, std::byte* block) {
-    for (int64_t index : plan.members_of(step)) {
-        const ddp_tensor& input = call.tensors[static_cast<size_t>(index)];
-        std::memcpy(block, input.data, byte_size(input));
-        block += byte_size(input);
-    }
-}
+class AllgatherSteps final : public PlanSteps {
+public:
+    AllgatherSteps(const Communicator& comm, const FusionPlan& plan, const CollectiveCall& call)
+        : rank_(comm.rank()), ranks_(comm.size()), plan_(plan), call_(call) {}
 
-// Copies every rank's block of the bucket into the members' outputs, each
-// at that rank's place.
-void unpack_blocks(const FusionPlan& plan, const PlanStep& step, const CollectiveCall& call, int ranks,
-                   const std::byte* bucket) {
-    for (int rank = 0; rank < ranks; ++rank)
-        for (int64_t index : plan.members_of(step)) {
-            const size_t bytes = byte_size(call.tensors[static_cast<size_t>(index)]);
-            std::memcpy(static_cast<std::byte*>(call.outputs[static_cast<size_t>(index)].data) + rank * bytes, bucket,
-                        bytes);
-            bucket += bytes;
+    DataOp op() const override { return DataOp::allgather; }
+    // Every rank's block of the step.
+    size_t bucket_bytes(const PlanStep& step) const override {
+        return static_cast<size_t>(step_bytes(step)) * static_cast<size_t>(ranks_);
+    }
+    // Copies each member's input into this rank's block of the bucket: the
+    // gather then runs in place and every rank's block arrives beside it.
+    void pack(const PlanStep& step, std::byte* bucket) const override {
+        std::byte* block = own_block(step, bucket);
+        for (int64_t index : plan_.members_of(step)) {
+            const ddp_tensor& input = call_.tensors[static_cast<size_t>(index)];
+            std::memcpy(block, input.data, byte_size(input));
+            block += byte_size(input);
         }
-}
+    }
+    std::unique_ptr<Pending> start(HostPlane& plane, const PlanStep& step, Place place,
+                                   std::byte* bucket) const override {
+        if (place == Place::bucket) return plane.start_allgather(own_block(step, bucket), bucket, step.elements, step.dtype);
+        const auto member = static_cast<size_t>(plan_.members_of(step)[0]);
+        return plane.start_allgather(call_.tensors[member].data, call_.outputs[member].data, step.elements,
+                                     step.dtype);
+    }
+    const char* after(Place place) const override { return place == Place::bucket ? "unpack" : nullptr; }
+    // Copies every rank's block of the bucket into the members' outputs,
+    // each at that rank's place.
+    void unpack(const PlanStep& step, Place, const std::byte* bucket) const override {
+        for (int rank = 0; rank < ranks_; ++rank)
+            for (int64_t index : plan_.members_of(step)) {
+                const size_t bytes = byte_size(call_.tensors[static_cast<size_t>(index)]);
+                std::memcpy(static_cast<std::byte*>(call_.outputs[static_cast<size_t>(index)].data) + rank * bytes,
+                            bucket, bytes);
+                bucket += bytes;
+            }
+    }
+
+private:
+    std::byte* own_block(const PlanStep& step, std::byte* bucket) const {
+        return bucket + static_cast<size_t>(step_bytes(step)) * static_cast<size_t>(rank_);
+    }
+
+    int rank_, ranks_;
+    const FusionPlan& plan_;
+    const CollectiveCall& call_;
+};
 
 void allgather_on_host(Communicator& comm, CallContext& context, const CollectiveCall& call, const FusionPlan& plan) {
-    trace::Timeline& timeline = comm.control().timeline();
-    for (size_t index = 0; index < plan.steps.size(); ++index) {
-        const PlanStep& step = plan.steps[index];
-        const int64_t started_ns = timeline.on() ? trace::now_ns() : 0;
-        HostPlane& plane = comm.planes().host_for(DataOp::allgather, step.dtype, DDP_OP_SUM, step_bytes(step));
-        if (!step.fused) {
-            const auto member = static_cast<size_t>(plan.members_of(step)[0]);
-            comm.control().wait(context,
-                                plane.start_allgather(call.tensors[member].data, call.outputs[member].data,
-                                                        step.elements, step.dtype),
-                                WaitStyle::for_data);
-            record_transfer(comm, context, plan, index, call, started_ns, plane.name());
-            continue;
-        }
-        const auto block_bytes = static_cast<size_t>(step_bytes(step));
-        std::byte* bucket = comm.fusion_buffer(block_bytes * static_cast<size_t>(comm.size())).data();
-        std::byte* own_block = bucket + block_bytes * static_cast<size_t>(comm.rank());
-        {
-            trace::Span span(timeline, "pack", trace::Row::work, context.sequence);
-            describe_step(span, plan, step, index, call);
-            pack_own_block(plan, step, call, own_block);
-        }
-        comm.control().wait(context, plane.start_allgather(own_block, bucket, step.elements, step.dtype),
-                            WaitStyle::for_data);
-        record_transfer(comm, context, plan, index, call, started_ns, plane.name());
-        trace::Span span(timeline, "unpack", trace::Row::work, context.sequence);
-        describe_step(span, plan, step, index, call);
-        unpack_blocks(plan, step, call, comm.size(), bucket);
-    }
+    run_plan(comm, context, plan, call, AllgatherSteps(comm, plan, call));
 }
 
 void allgather_on_device(Communicator&, CallContext& context, const CollectiveCall& call, DevicePlane& plane,

@@ -1,7 +1,7 @@
 // allreduce: every rank's tensors reduced, the result on every rank, in place.
 #include "core/collectives/collective_rules.hpp"
 #include "core/data_steps.hpp"
-#include "core/plan_runner.hpp"
+#include "core/collectives/in_place_steps.hpp"
 #include "control/agreement.hpp"
 #include "trace/timeline.hpp"
 #include "util/dtype.hpp"
@@ -12,13 +12,17 @@ namespace {
 
 void allreduce_on_host(Communicator& comm, CallContext& context, const CollectiveCall& call, const FusionPlan& plan) {
     const ddp_op op = backend_op(call.op);
-    const PlanRun run{DataOp::allreduce, op, true, true, avg_divisor(comm, call.op),
-                      [op](HostPlane& plane, std::span<const Piece> pieces, int64_t count, ddp_dtype dtype) {
-                          return plane.start_allreduce_pieces(pieces, count, dtype, op);
-                      }};
-    run_plan(comm, context, plan, call, run, [op](HostPlane& plane, void* data, int64_t count, ddp_dtype dtype) {
-        return plane.start_allreduce(data, count, dtype, op);
-    });
+    const InPlaceSteps steps(
+        plan, call.tensors,
+        {.op = DataOp::allreduce,
+         .reduction = op,
+         .divisor = avg_divisor(comm, call.op),
+         .start = [op](HostPlane& plane, void* data, int64_t count,
+                       ddp_dtype dtype) { return plane.start_allreduce(data, count, dtype, op); },
+         .start_pieces = [op](HostPlane& plane, std::span<const Piece> pieces, int64_t count, ddp_dtype dtype) {
+             return plane.start_allreduce_pieces(pieces, count, dtype, op);
+         }});
+    run_plan(comm, context, plan, call, steps);
 }
 
 void allreduce_on_device(Communicator&, CallContext& context, const CollectiveCall& call, DevicePlane& plane,

@@ -2,7 +2,7 @@
 // ranks' tensors are left as they were.
 #include "core/collectives/collective_rules.hpp"
 #include "core/data_steps.hpp"
-#include "core/plan_runner.hpp"
+#include "core/collectives/in_place_steps.hpp"
 
 namespace ddp {
 
@@ -11,11 +11,15 @@ namespace {
 void reduce_on_host(Communicator& comm, CallContext& context, const CollectiveCall& call, const FusionPlan& plan) {
     const ddp_op op = backend_op(call.op);
     const int root = call.root;
-    run_plan(comm, context, plan, call,
-             PlanRun{DataOp::reduce, op, true, comm.rank() == root, avg_divisor(comm, call.op)},
-             [op, root](HostPlane& plane, void* data, int64_t count, ddp_dtype dtype) {
-                 return plane.start_reduce(data, count, dtype, op, root);
-             });
+    const InPlaceSteps steps(plan, call.tensors,
+                             {.op = DataOp::reduce,
+                              .reduction = op,
+                              .unpack_after = comm.rank() == root,
+                              .divisor = avg_divisor(comm, call.op),
+                              .start = [op, root](HostPlane& plane, void* data, int64_t count, ddp_dtype dtype) {
+                                  return plane.start_reduce(data, count, dtype, op, root);
+                              }});
+    run_plan(comm, context, plan, call, steps);
 }
 
 void reduce_on_device(Communicator&, CallContext& context, const CollectiveCall& call, DevicePlane& plane,
