@@ -18,14 +18,15 @@ namespace {
 /// of the operation (mismatch, timeout) go to the request, as they would
 /// from the background thread.
 Request start_on_gpu(Communicator& comm, CollectiveCall& call) {
-    call.gpu_request = std::make_shared<GpuRequest>();
+    call.gpu_request = std::make_shared<Request>();
+    call.gpu_request->device = comm.device();
     try {
         comm.run([&] { run_collective(comm, call); });
     } catch (const Error& error) {
         if (error.status() == DDP_ERR_INVALID_ARGUMENT) throw;  // another thread is inside: refused, as in submit
         call.gpu_request->state->complete(error.status(), error.what());
     }
-    return Request{call.gpu_request->state, call.gpu_request->event, comm.device()};
+    return *call.gpu_request;
 }
 
 /// An async call on the communicator's background thread. Device buffers
@@ -77,7 +78,7 @@ Request start_in_background(Communicator& comm, CollectiveCall call) {
         }
         run_collective(comm, call);
     });
-    return Request{std::move(state), nullptr};
+    return Request{.state = std::move(state)};
 }
 
 }  // namespace

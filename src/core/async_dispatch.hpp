@@ -9,18 +9,9 @@
 #include "core/async_worker.hpp"
 #include "core/collectives.hpp"
 #include "core/communicator.hpp"
-#include "device/cuda/cuda.hpp"
+#include "core/request.hpp"
 
 namespace ddp {
-
-/// A started async call.
-struct Request {
-    std::shared_ptr<RequestState> state;
-    /// For a request that runs on the GPU: the end of its work on the stream.
-    std::shared_ptr<cuda::Event> event;
-    /// The communicator's GPU (with `event`): ddp_request_stream_wait makes it current.
-    int device = -1;
-};
 
 /// Starts the validated `call` in call order. The caller's arrays (tensor
 /// lists, names) may be freed once it returns. Errors of the operation

@@ -14,19 +14,9 @@
 
 #include "control/collective_kind.hpp"
 #include "core/communicator.hpp"
+#include "core/request.hpp"
 
 namespace ddp {
-
-namespace cuda {
-class Event;
-}
-
-/// An async call whose work runs on the GPU (device buffers, nccl): the
-/// watchdog completes `state`; `event` marks the work's end on the stream.
-struct GpuRequest {
-    std::shared_ptr<RequestState> state = std::make_shared<RequestState>();
-    std::shared_ptr<cuda::Event> event;
-};
 
 /// One collective as every rank describes it (after validation).
 struct CollectiveCall {
@@ -50,8 +40,9 @@ struct CollectiveCall {
     bool on_device = false;
     /// The cudaStream_t device work is ordered on (ddp_collective_options).
     void* stream = nullptr;
-    /// Set for an async call that runs on the GPU (see runs_on_gpu).
-    std::shared_ptr<GpuRequest> gpu_request;
+    /// Set for an async call that runs on the GPU (see runs_on_gpu): the
+    /// watchdog completes it, and its event marks the work's end.
+    std::shared_ptr<Request> gpu_request;
     /// The tensors' names for the timeline (ddp_collective_options.names):
     /// empty, or one per tensor, any of them NULL.
     std::span<const char* const> names;

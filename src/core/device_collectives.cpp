@@ -41,7 +41,7 @@ void run_device_data_phase(Communicator& comm, CallContext& context, const Colle
         comm.control().break_from_device(error.status(), error.what(), true);
         throw;
     }
-    const std::shared_ptr<GpuRequest> request = call.gpu_request;
+    const std::shared_ptr<Request> request = call.gpu_request;
     WorkEnd end = [request](ddp_status status, const std::string& message) {
         if (request) request->state->complete(status, message);
     };
