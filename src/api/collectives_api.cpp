@@ -1,5 +1,7 @@
-// The exported collectives, blocking and async: each checks its arguments
-// into a complete call (api/collective_call) that core runs in call order.
+// The exported collectives, blocking and async: each fills one
+// EntryArguments and runs it (NCCL's entry points each fill one ncclInfo);
+// the checks follow what the kind's rules say it takes
+// (api/collective_call), and core runs the call in call order.
 #include <memory>
 #include <string>
 
@@ -7,56 +9,40 @@
 #include "api/collective_call.hpp"
 #include "api/validate.hpp"
 #include "core/async_dispatch.hpp"
+#include "core/collectives/collective_rules.hpp"
 #include "core/dispatch.hpp"
 
 namespace {
 
 using namespace ddp;
 
+/// The checked call of `kind` from an entry point's `arguments`; `also`
+/// checks what only that entry point takes (inside, so that the peers are
+/// told of it too).
+template <typename Also>
+CollectiveCall entry_call(Communicator& comm, CollectiveKind kind, const EntryArguments& arguments,
+                          const ddp_collective_options* opts, Also also) {
+    return valid_call(comm, kind, rules_for(kind).takes.list_name, opts,
+                      [&](Communicator& c, const CallOptions& options) {
+                          also();
+                          return checked_call(c, kind, arguments, options);
+                      });
+}
+
 /// Runs one blocking collective in call order on the caller's thread.
-template <typename EntryArguments>
-void blocking_collective(ddp_comm* handle, CollectiveKind kind, const ddp_collective_options* opts,
-                         EntryArguments entry_arguments) {
+void blocking_collective(ddp_comm* handle, CollectiveKind kind, const EntryArguments& arguments,
+                         const ddp_collective_options* opts) {
     Communicator& comm = live_comm(handle);
-    run_blocking(comm, valid_call(comm, kind, opts, entry_arguments));
+    run_blocking(comm, entry_call(comm, kind, arguments, opts, [] {}));
 }
 
 /// Starts one async collective in call order: on the GPU, or on the
 /// background thread.
-template <typename EntryArguments>
-void async_collective(ddp_comm* handle, CollectiveKind kind, const ddp_collective_options* opts,
-                      ddp_request** request, EntryArguments entry_arguments) {
+void async_collective(ddp_comm* handle, CollectiveKind kind, const EntryArguments& arguments,
+                      const ddp_collective_options* opts, ddp_request** request) {
     Communicator& comm = live_comm(handle);
-    CollectiveCall call = valid_call(comm, kind, opts, [&](Communicator& c, const CallOptions& options) {
-        require_not_null(request, "request");
-        return entry_arguments(c, options);
-    });
+    CollectiveCall call = entry_call(comm, kind, arguments, opts, [&] { require_not_null(request, "request"); });
     *request = std::make_unique<ddp_request>(ddp_request{start_collective(comm, std::move(call))}).release();
-}
-
-CollectiveCall allreduce_call(const ddp_tensor* tensors, int64_t n, int op, const CallOptions& options) {
-    CollectiveCall call;
-    call.tensors = checked_writable_list(tensors, n, "tensors");
-    call.op = checked_op(op, call.tensors);
-    call.fusion_bytes = options.fusion_bytes;
-    return call;
-}
-
-/// allgather's or reduce_scatter's call: inputs read, outputs written.
-CollectiveCall sharded_call(Communicator& comm, const ddp_tensor* inputs, const ddp_tensor* outputs, int64_t n,
-                            Sharding sharding, const CallOptions& options) {
-    CollectiveCall call;
-    call.tensors = checked_tensor_list(inputs, n, "inputs");
-    call.outputs = checked_outputs(call.tensors, outputs, sharding, comm.channel().size(), comm.channel().rank());
-    call.fusion_bytes = options.fusion_bytes;
-    return call;
-}
-
-CollectiveCall reduce_scatter_call(Communicator& comm, const ddp_tensor* inputs, const ddp_tensor* outputs,
-                                   int64_t n, int op, const CallOptions& options) {
-    CollectiveCall call = sharded_call(comm, inputs, outputs, n, Sharding::scatter, options);
-    call.op = checked_op(op, call.tensors);
-    return call;
 }
 
 }  // namespace
@@ -66,54 +52,36 @@ extern "C" {
 DDP_API ddp_status ddp_allreduce_tensor_list(ddp_comm* comm, const ddp_tensor* tensors, int64_t n, ddp_op op,
                                              const ddp_collective_options* opts) {
     return guarded([&] {
-        blocking_collective(comm, CollectiveKind::allreduce, opts, [&](Communicator&, const CallOptions& options) {
-            return allreduce_call(tensors, n, op, options);
-        });
+        blocking_collective(comm, CollectiveKind::allreduce, {.tensors = tensors, .n = n, .op = op}, opts);
     });
 }
 
 DDP_API ddp_status ddp_allreduce_tensor_list_async(ddp_comm* comm, const ddp_tensor* tensors, int64_t n, ddp_op op,
                                                    const ddp_collective_options* opts, ddp_request** request) {
     return guarded([&] {
-        async_collective(comm, CollectiveKind::allreduce, opts, request, [&](Communicator&, const CallOptions& options) {
-            return allreduce_call(tensors, n, op, options);
-        });
+        async_collective(comm, CollectiveKind::allreduce, {.tensors = tensors, .n = n, .op = op}, opts, request);
     });
 }
 
 DDP_API ddp_status ddp_broadcast_tensor_list(ddp_comm* comm, const ddp_tensor* tensors, int64_t n, int32_t root,
                                              const ddp_collective_options* opts) {
     return guarded([&] {
-        blocking_collective(comm, CollectiveKind::broadcast, opts, [&](Communicator& c, const CallOptions& options) {
-            CollectiveCall call;
-            call.tensors = checked_writable_list(tensors, n, "tensors");
-            call.root = checked_root(root, c.channel().size());
-            call.fusion_bytes = options.fusion_bytes;
-            return call;
-        });
+        blocking_collective(comm, CollectiveKind::broadcast, {.tensors = tensors, .n = n, .root = root}, opts);
     });
 }
 
 DDP_API ddp_status ddp_reduce_tensor_list(ddp_comm* comm, const ddp_tensor* tensors, int64_t n, ddp_op op,
                                           int32_t root, const ddp_collective_options* opts) {
     return guarded([&] {
-        blocking_collective(comm, CollectiveKind::reduce, opts, [&](Communicator& c, const CallOptions& options) {
-            CollectiveCall call;
-            call.tensors = checked_writable_list(tensors, n, "tensors");
-            call.op = checked_op(op, call.tensors);
-            call.root = checked_root(root, c.channel().size());
-            call.fusion_bytes = options.fusion_bytes;
-            return call;
-        });
+        blocking_collective(comm, CollectiveKind::reduce, {.tensors = tensors, .n = n, .op = op, .root = root},
+                            opts);
     });
 }
 
 DDP_API ddp_status ddp_allgather_tensor_list(ddp_comm* comm, const ddp_tensor* inputs, const ddp_tensor* outputs,
                                              int64_t n, const ddp_collective_options* opts) {
     return guarded([&] {
-        blocking_collective(comm, CollectiveKind::allgather, opts, [&](Communicator& c, const CallOptions& options) {
-            return sharded_call(c, inputs, outputs, n, Sharding::gather, options);
-        });
+        blocking_collective(comm, CollectiveKind::allgather, {.tensors = inputs, .n = n, .outputs = outputs}, opts);
     });
 }
 
@@ -121,19 +89,16 @@ DDP_API ddp_status ddp_allgather_tensor_list_async(ddp_comm* comm, const ddp_ten
                                                    const ddp_tensor* outputs, int64_t n,
                                                    const ddp_collective_options* opts, ddp_request** request) {
     return guarded([&] {
-        async_collective(comm, CollectiveKind::allgather, opts, request, [&](Communicator& c, const CallOptions& options) {
-            return sharded_call(c, inputs, outputs, n, Sharding::gather, options);
-        });
+        async_collective(comm, CollectiveKind::allgather, {.tensors = inputs, .n = n, .outputs = outputs}, opts,
+                         request);
     });
 }
 
 DDP_API ddp_status ddp_reduce_scatter_tensor_list(ddp_comm* comm, const ddp_tensor* inputs, const ddp_tensor* outputs,
                                                   int64_t n, ddp_op op, const ddp_collective_options* opts) {
     return guarded([&] {
-        blocking_collective(comm, CollectiveKind::reduce_scatter, opts,
-                            [&](Communicator& c, const CallOptions& options) {
-                                return reduce_scatter_call(c, inputs, outputs, n, op, options);
-                            });
+        blocking_collective(comm, CollectiveKind::reduce_scatter,
+                            {.tensors = inputs, .n = n, .outputs = outputs, .op = op}, opts);
     });
 }
 
@@ -141,55 +106,38 @@ DDP_API ddp_status ddp_reduce_scatter_tensor_list_async(ddp_comm* comm, const dd
                                                         const ddp_tensor* outputs, int64_t n, ddp_op op,
                                                         const ddp_collective_options* opts, ddp_request** request) {
     return guarded([&] {
-        async_collective(comm, CollectiveKind::reduce_scatter, opts, request,
-                         [&](Communicator& c, const CallOptions& options) {
-                             return reduce_scatter_call(c, inputs, outputs, n, op, options);
-                         });
+        async_collective(comm, CollectiveKind::reduce_scatter,
+                         {.tensors = inputs, .n = n, .outputs = outputs, .op = op}, opts, request);
     });
 }
 
 DDP_API ddp_status ddp_sync_optimizer_state(ddp_comm* comm, const ddp_tensor* leaves, int64_t n, double* scalars,
                                             int64_t n_scalars, int32_t root, const ddp_collective_options* opts) {
     return guarded([&] {
-        blocking_collective(
-            comm, CollectiveKind::sync_optimizer_state, opts, [&](Communicator& c, const CallOptions& options) {
-                CollectiveCall call;
-                call.tensors = checked_writable_list(leaves, n, "leaves");
-                if (n_scalars < 0)
-                    fail(DDP_ERR_INVALID_ARGUMENT, "n_scalars is " + std::to_string(n_scalars) + "; it must be >= 0");
-                if (n_scalars > 0 && scalars == nullptr)
-                    fail(DDP_ERR_INVALID_ARGUMENT, "scalars is NULL but n_scalars is " + std::to_string(n_scalars));
-                call.scalars = std::span(scalars, static_cast<size_t>(n_scalars));
-                call.root = checked_root(root, c.channel().size());
-                call.fusion_bytes = options.fusion_bytes;
-                return call;
-            });
+        blocking_collective(comm, CollectiveKind::sync_optimizer_state,
+                            {.tensors = leaves, .n = n, .root = root, .scalars = scalars, .n_scalars = n_scalars},
+                            opts);
     });
 }
 
 DDP_API ddp_status ddp_check_replicas(ddp_comm* comm, const ddp_tensor* tensors, int64_t n,
                                       const ddp_collective_options* opts, int32_t* identical) {
     return guarded([&] {
+        Communicator& c = live_comm(comm);
+        CollectiveCall call = entry_call(c, CollectiveKind::check_replicas, {.tensors = tensors, .n = n}, opts,
+                                         [&] { require_not_null(identical, "identical"); });
         bool same = true;
         std::string difference;
-        blocking_collective(comm, CollectiveKind::check_replicas, opts, [&](Communicator&, const CallOptions&) {
-            require_not_null(identical, "identical");
-            CollectiveCall call;
-            call.tensors = checked_tensor_list(tensors, n, "tensors");  // read only: overlap is fine
-            call.identical = &same;
-            call.difference = &difference;
-            return call;
-        });
+        call.identical = &same;
+        call.difference = &difference;
+        run_blocking(c, call);
         *identical = same ? 1 : 0;
         if (!same) set_last_error(difference);
     });
 }
 
 DDP_API ddp_status ddp_barrier(ddp_comm* comm, const ddp_collective_options* opts) {
-    return guarded([&] {
-        blocking_collective(comm, CollectiveKind::barrier, opts,
-                            [](Communicator&, const CallOptions&) { return CollectiveCall{}; });
-    });
+    return guarded([&] { blocking_collective(comm, CollectiveKind::barrier, {}, opts); });
 }
 
 DDP_API ddp_status ddp_report_invalid_call(ddp_comm* comm, const char* collective, const char* reason,

@@ -2,7 +2,6 @@
 // ddp_finalize of the world, the splits and ddp_comm_free of
 // sub-communicators, and ddp_comm_abort. Start-up and the handles'
 // bookkeeping are core's (core/startup, core/comm_registry).
-#include <cmath>
 #include <string>
 
 #include "api/boundary.hpp"
@@ -13,6 +12,7 @@
 #include "core/settings.hpp"
 #include "core/split.hpp"
 #include "core/startup.hpp"
+#include "util/timeout.hpp"
 
 namespace {
 
@@ -27,8 +27,7 @@ void split_handle(ddp_comm* handle, SplitRequest request, const ddp_split_option
     try {
         require_not_null(out, out_name);
         const ddp_split_options read = read_options(opts, default_split_options(), "opts");
-        if (!(read.timeout_s >= 0) || std::isinf(read.timeout_s))
-            fail(DDP_ERR_INVALID_ARGUMENT, "opts->timeout_s must be a finite number >= 0 (0: the parent's)");
+        check_timeout(read.timeout_s, "opts->timeout_s", "the parent's");
         request.timeout_s = read.timeout_s;
         if (request.color < 0 && request.color != DDP_COLOR_UNDEFINED)
             fail(DDP_ERR_INVALID_ARGUMENT, "color is " + std::to_string(request.color) +

@@ -37,7 +37,7 @@ DDP_API ddp_status ddp_reducer_create(ddp_comm* comm, const ddp_tensor* gradient
     return guarded([&] {
         Communicator& c = live_comm(comm);
         const CollectiveCall call =
-            valid_call(c, CollectiveKind::reducer_create, opts, [&](Communicator&, const CallOptions& options) {
+            valid_call(c, CollectiveKind::reducer_create, "gradients", opts, [&](Communicator&, const CallOptions& options) {
                 require_not_null(reducer, "reducer");
                 CollectiveCall valid;
                 valid.tensors = checked_tensor_list(gradients, n, "gradients", DataPointers::ignored);

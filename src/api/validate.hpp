@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/collectives/takes.hpp"
 #include "ddp/ddp.h"
 #include "device/cuda/cuda.hpp"
 #include "util/error.hpp"
@@ -46,12 +47,6 @@ int32_t checked_root(int32_t root, int size);
 /// when the tensors are in address order, as views of one buffer are;
 /// O(n log n) otherwise.
 void check_no_overlap(std::span<const ddp_tensor> tensors, const char* what);
-
-/// How allgather and reduce_scatter size their outputs from their inputs.
-enum class Sharding {
-    gather,   ///< allgather: each output holds `size` inputs
-    scatter,  ///< reduce_scatter: each output holds 1/size of its input
-};
 
 /// allgather's or reduce_scatter's outputs for the checked `inputs`: one
 /// per input, of its dtype and memory, sized as `sharding` says for `size`

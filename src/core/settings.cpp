@@ -7,6 +7,7 @@
 #include "util/env.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
+#include "util/timeout.hpp"
 
 namespace ddp {
 
@@ -38,8 +39,7 @@ void check_init_options(const ddp_init_options& opts) {
         if (opts.backend != DDP_BACKEND_AUTO && opts.backend != DDP_BACKEND_MPI)
             fail(DDP_ERR_INVALID_ARGUMENT, "opts->mpi_comm_fortran is set, which needs the mpi backend");
     }
-    if (!(opts.timeout_s >= 0) || std::isinf(opts.timeout_s))
-        fail(DDP_ERR_INVALID_ARGUMENT, "opts->timeout_s must be a finite number >= 0 (0: default)");
+    check_timeout(opts.timeout_s, "opts->timeout_s", "default");
     if (std::isnan(opts.hang_watchdog_s) || std::isinf(opts.hang_watchdog_s))
         fail(DDP_ERR_INVALID_ARGUMENT,
              "opts->hang_watchdog_s must be a finite number (0: default, < 0: no hang watchdog)");

@@ -69,6 +69,7 @@ void allreduce_in_agreement(Communicator& comm, CallContext& context, const Coll
 }  // namespace
 
 const CollectiveRules allreduce_rules{
+    .takes = {.op = true},
     .host = allreduce_on_host,
     .device_op = DataOp::allreduce,
     .device = allreduce_on_device,

@@ -42,6 +42,7 @@ Crossing reads_only(const CollectiveCall&, int) { return {true, false}; }
 }  // namespace
 
 const CollectiveRules check_replicas_rules{
+    .takes = {.writes_list = false},
     .host = compare_replicas,
     .planned = false,
     .crossing = reads_only,

@@ -9,6 +9,7 @@
 #include <span>
 
 #include "core/collectives.hpp"
+#include "core/collectives/takes.hpp"
 #include "core/fusion_plan.hpp"
 #include "planes/device_plane.hpp"
 
@@ -22,6 +23,8 @@ struct Crossing {
 };
 
 struct CollectiveRules {
+    /// What a call takes besides its list, checked at the C boundary.
+    Takes takes;
     /// The data phase on host buffers (device buffers staged end here too),
     /// given the fusion plan of the agreed list.
     void (*host)(Communicator& comm, CallContext& context, const CollectiveCall& call, const FusionPlan& plan);

@@ -1,4 +1,4 @@
-// Built instead of mpi_transport.cpp when libddp is configured with -Dmpi=disabled.
+// Built instead of the mpi folder's sources when libddp is configured with -Dmpi=disabled.
 #include "util/error.hpp"
 #include "planes/transport.hpp"
 
