@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <span>
 
-#include "control/collective_kind.hpp"
+#include "util/collective_kind.hpp"
 #include "core/collectives.hpp"
 #include "core/communicator.hpp"
 #include "core/dispatch.hpp"

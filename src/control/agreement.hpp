@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "control/collective_kind.hpp"
+#include "util/collective_kind.hpp"
 #include "control/control_plane.hpp"
 #include "ddp/ddp.h"
 

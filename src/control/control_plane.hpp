@@ -15,7 +15,7 @@
 
 #include "control/carried_duration.hpp"
 #include "control/channel.hpp"
-#include "control/collective_kind.hpp"
+#include "util/collective_kind.hpp"
 #include "control/hang_watchdog.hpp"
 #include "control/peer_liveness.hpp"
 #include "trace/flight_recorder.hpp"

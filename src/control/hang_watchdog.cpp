@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "control/collective_kind.hpp"
+#include "util/collective_kind.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
 

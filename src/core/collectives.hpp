@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "control/collective_kind.hpp"
+#include "util/collective_kind.hpp"
 #include "core/communicator.hpp"
 #include "core/request.hpp"
 

@@ -6,7 +6,7 @@
 
 #include <string_view>
 
-#include "control/collective_kind.hpp"
+#include "util/collective_kind.hpp"
 #include "core/collectives.hpp"
 #include "core/communicator.hpp"
 #include "util/error.hpp"

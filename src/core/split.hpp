@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "control/collective_kind.hpp"
+#include "util/collective_kind.hpp"
 #include "core/communicator.hpp"
 
 namespace ddp {

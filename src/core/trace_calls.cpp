@@ -2,7 +2,7 @@
 
 #include "control/agreement.hpp"
 #include "core/dispatch.hpp"
-#include "trace/clock_sync.hpp"
+#include "core/clock_sync.hpp"
 #include "trace/timeline.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -25,7 +25,7 @@ void start_timeline(Communicator& comm, const std::string& path) {
             CallScope scope(control);
             const int64_t started_ns = trace::now_ns();
             agree(channel, control, context, encode(CallDescription{CollectiveKind::timeline_start, DDP_OP_SUM, 0, 0, 0, {}}));
-            timeline.start(trace::measure_clock_offset(channel, control, context));
+            timeline.start(measure_clock_offset(channel, control, context));
             trace::Event call;
             call.name = kind_name(static_cast<uint64_t>(CollectiveKind::timeline_start));
             call.tid = trace::thread_row(trace::Row::calls);

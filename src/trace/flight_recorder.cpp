@@ -7,7 +7,7 @@
 #include <ctime>
 #include <vector>
 
-#include "control/collective_kind.hpp"
+#include "util/collective_kind.hpp"
 #include "ddp/ddp.h"
 
 namespace ddp::trace {

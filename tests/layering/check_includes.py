@@ -16,10 +16,10 @@ from pathlib import Path
 MAY_INCLUDE = {
     "api": {"core", "control", "trace", "device", "util"},
     "core": {"control", "planes", "trace", "device", "util"},
-    # trace records what control does, and control keeps its timeline.
+    # control keeps the timeline and the flight recorder; trace knows nothing of control.
     "control": {"trace", "device", "util"},
     "planes": {"control", "trace", "device", "util"},
-    "trace": {"control", "device", "util"},
+    "trace": {"device", "util"},
     "device": {"util"},
     "util": set(),
 }

@@ -1,4 +1,4 @@
-#include "control/collective_kind.hpp"
+#include "util/collective_kind.hpp"
 
 #include "util/error.hpp"
 
