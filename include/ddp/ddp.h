@@ -526,6 +526,30 @@ DDP_API ddp_status ddp_reduce_scatter_tensor_list_async(ddp_comm* comm, const dd
                                                         ddp_request** request);
 
 /**
+ * Exchanges blocks between every pair of ranks (the token exchange of
+ * mixture-of-experts layers; torch's all_to_all_single, MPI_Alltoall): with
+ * c = inputs[i].count / size, block j of inputs[i] (elements [j × c,
+ * (j + 1) × c)) goes to rank j, and block r of outputs[i] receives rank r's
+ * block for this rank, in rank order. outputs[i] has inputs[i]'s dtype,
+ * memory and count. Blocks are equal: an inputs[i].count that is not a
+ * multiple of the communicator's size is DDP_ERR_INVALID_ARGUMENT naming
+ * the tensor, and a block above 2^30 - 1 elements is DDP_ERR_UNSUPPORTED.
+ * Inputs are only read; the lists must not overlap. Small tensors travel
+ * fused, as in allreduce. Collective (since 1.3). Errors as
+ * ddp_allgather_tensor_list.
+ */
+DDP_API ddp_status ddp_alltoall_tensor_list(ddp_comm* comm, const ddp_tensor* inputs,
+                                            const ddp_tensor* outputs, int64_t n,
+                                            const ddp_collective_options* opts);
+
+/** ddp_alltoall_tensor_list started as an async request (since 1.3), as
+ *  ddp_allgather_tensor_list_async. */
+DDP_API ddp_status ddp_alltoall_tensor_list_async(ddp_comm* comm, const ddp_tensor* inputs,
+                                                  const ddp_tensor* outputs, int64_t n,
+                                                  const ddp_collective_options* opts,
+                                                  ddp_request** request);
+
+/**
  * Makes every rank's optimizer state equal root's: `n` leaf tensors (moment
  * estimates) and `n_scalars` doubles (step counts, learning rates).
  * First checks that every rank holds the same structure (leaf count, each
@@ -826,8 +850,8 @@ DDP_API ddp_status ddp_comm_abort(ddp_comm* comm, const char* reason);
  * the first 1024 bytes travel), instead of waiting for this rank.
  * `collective` is the call's name: "allreduce" (its async form too),
  * "broadcast", "reduce", "sync_optimizer_state", "check_replicas",
- * "barrier", "reducer_create", "allgather", "reduce_scatter", "comm_split" or
- * "comm_split_node" (the last four since 1.3). `opts` (may be NULL) gives the
+ * "barrier", "reducer_create", "allgather", "reduce_scatter", "comm_split",
+ * "comm_split_node" or "alltoall" (the last five since 1.3). `opts` (may be NULL) gives the
  * timeout of that step, as for the call. Runs in call order, as a collective. Returns
  * DDP_OK once this rank has taken part (the binding then reports its own
  * error); DDP_ERR_INVALID_ARGUMENT for a NULL comm or collective or an

@@ -111,6 +111,22 @@ DDP_API ddp_status ddp_reduce_scatter_tensor_list_async(ddp_comm* comm, const dd
     });
 }
 
+DDP_API ddp_status ddp_alltoall_tensor_list(ddp_comm* comm, const ddp_tensor* inputs, const ddp_tensor* outputs,
+                                            int64_t n, const ddp_collective_options* opts) {
+    return guarded([&] {
+        blocking_collective(comm, CollectiveKind::alltoall, {.tensors = inputs, .n = n, .outputs = outputs}, opts);
+    });
+}
+
+DDP_API ddp_status ddp_alltoall_tensor_list_async(ddp_comm* comm, const ddp_tensor* inputs, const ddp_tensor* outputs,
+                                                  int64_t n, const ddp_collective_options* opts,
+                                                  ddp_request** request) {
+    return guarded([&] {
+        async_collective(comm, CollectiveKind::alltoall, {.tensors = inputs, .n = n, .outputs = outputs}, opts,
+                         request);
+    });
+}
+
 DDP_API ddp_status ddp_sync_optimizer_state(ddp_comm* comm, const ddp_tensor* leaves, int64_t n, double* scalars,
                                             int64_t n_scalars, int32_t root, const ddp_collective_options* opts) {
     return guarded([&] {

@@ -159,17 +159,21 @@ int64_t expected_output_count(const ddp_tensor& input, size_t i, Sharding shardi
                                                " ranks is too large to address in bytes");
         return input.count * size;
     }
+    const bool scatter = sharding == Sharding::scatter;
     if (input.count % size != 0)
         fail(DDP_ERR_INVALID_ARGUMENT,
              tensor_name("inputs", i) + ".count is " + std::to_string(input.count) + ", not a multiple of the " +
-                 std::to_string(size) + " ranks reduce_scatter shares it between (each rank gets an equal shard: "
+                 std::to_string(size) + " ranks " + (scatter ? "reduce_scatter shares it between (each rank gets an "
+                                                               "equal shard: "
+                                                             : "alltoall sends its blocks to (each rank gets an equal "
+                                                               "block: ") +
                  "pad it to " + std::to_string((input.count / size + 1) * size) + " elements)");
     if (input.count / size > max_shard_elements)
-        fail(DDP_ERR_UNSUPPORTED, tensor_name("inputs", i) + ": a reduce_scatter shard of " +
-                                      std::to_string(input.count / size) + " elements is more than this version "
-                                      "reduces in one step (" + std::to_string(max_shard_elements) +
+        fail(DDP_ERR_UNSUPPORTED, tensor_name("inputs", i) + ": " + (scatter ? "a reduce_scatter shard" : "an alltoall block") +
+                                      " of " + std::to_string(input.count / size) + " elements is more than this version "
+                                      "moves in one step (" + std::to_string(max_shard_elements) +
                                       "); split the tensor");
-    return input.count / size;
+    return scatter ? input.count / size : input.count;
 }
 
 // Refuses an input that overlaps an output, but for an allgather input
@@ -198,7 +202,8 @@ void check_inputs_apart(std::span<const ddp_tensor> inputs, std::span<const ddp_
              tensor_name("inputs", i) + " overlaps " + tensor_name("outputs", output.index) + " in memory; " +
                  (sharding == Sharding::gather
                       ? "an allgather input may only be its own rank's block of its output (in place)"
-                      : "reduce_scatter's inputs and outputs must be apart"));
+                      : std::string(sharding == Sharding::scatter ? "reduce_scatter" : "alltoall") +
+                            "'s inputs and outputs must be apart"));
     }
 }
 
@@ -208,7 +213,9 @@ std::span<const ddp_tensor> checked_outputs(std::span<const ddp_tensor> inputs, 
                                             Sharding sharding, int size, int rank) {
     const std::span<const ddp_tensor> list =
         checked_tensor_list(outputs, static_cast<int64_t>(inputs.size()), "outputs");
-    const char* collective = sharding == Sharding::gather ? "allgather" : "reduce_scatter";
+    const char* collective = sharding == Sharding::gather    ? "allgather"
+                             : sharding == Sharding::scatter ? "reduce_scatter"
+                                                             : "alltoall";
     for (size_t i = 0; i < list.size(); ++i) {
         const ddp_tensor &input = inputs[i], &output = list[i];
         if (output.dtype != input.dtype)

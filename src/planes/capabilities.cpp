@@ -9,6 +9,7 @@ const char* data_op_name(DataOp op) {
     case DataOp::broadcast: return "broadcast";
     case DataOp::allgather: return "allgather";
     case DataOp::reduce_scatter: return "reduce_scatter";
+    case DataOp::alltoall: return "alltoall";
     }
     return "an unknown operation";
 }

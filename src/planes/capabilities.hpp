@@ -16,7 +16,7 @@ namespace ddp {
 /// The data movements a plane may offer; every collective's data phase is
 /// made of these (AVG is SUM followed by a division, done above the host
 /// planes).
-enum class DataOp { allreduce, reduce, broadcast, allgather, reduce_scatter };
+enum class DataOp { allreduce, reduce, broadcast, allgather, reduce_scatter, alltoall };
 
 /// "allreduce", ... for messages.
 const char* data_op_name(DataOp op);

@@ -36,4 +36,8 @@ void DevicePlane::reduce_scatter(std::span<const ddp_tensor>, std::span<const dd
     unsupported(*this, DataOp::reduce_scatter);
 }
 
+void DevicePlane::alltoall(std::span<const ddp_tensor>, std::span<const ddp_tensor>, void*, Clock::time_point) {
+    unsupported(*this, DataOp::alltoall);
+}
+
 }  // namespace ddp

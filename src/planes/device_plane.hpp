@@ -55,6 +55,10 @@ public:
     /// outputs[i] gets this rank's shard of the reduction of inputs[i].
     virtual void reduce_scatter(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, ddp_op op,
                                 void* stream, Clock::time_point deadline);
+    /// outputs[i] gets block r of every rank r's inputs[i], where block j
+    /// of inputs[i] is its j-th of `size` equal parts.
+    virtual void alltoall(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, void* stream,
+                          Clock::time_point deadline);
 
     /// Hands the work enqueued on `stream` so far to the watchdog, which
     /// holds it to `deadline` (naming it `what` in errors) and calls `end`

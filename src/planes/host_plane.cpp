@@ -39,4 +39,8 @@ std::unique_ptr<Pending> HostPlane::start_reduce_scatter(const void*, void*, int
     unsupported(*this, DataOp::reduce_scatter);
 }
 
+std::unique_ptr<Pending> HostPlane::start_alltoall(const void*, void*, int64_t, ddp_dtype) {
+    unsupported(*this, DataOp::alltoall);
+}
+
 }  // namespace ddp

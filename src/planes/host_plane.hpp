@@ -69,6 +69,10 @@ public:
     /// buffers do not overlap.
     virtual std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count,
                                                           ddp_dtype dtype, ddp_op op);
+    /// Sends block j of `send` (size × count elements, `count` per block)
+    /// to rank j and receives rank r's block for this rank into block r of
+    /// `recv` (size × count elements). The buffers do not overlap.
+    virtual std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype);
 
     /// A faster route for agreement's rounds between this plane's ranks
     /// than the control channel, if it has one (it lives as long as the plane).

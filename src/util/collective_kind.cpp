@@ -26,6 +26,7 @@ constexpr KindFacts kinds[] = {
     {CollectiveKind::reduce_scatter, "reduce_scatter", true},
     {CollectiveKind::comm_split, "comm_split", true},
     {CollectiveKind::comm_split_node, "comm_split_node", true},
+    {CollectiveKind::alltoall, "alltoall", true},
 };
 
 }  // namespace

@@ -22,6 +22,7 @@ enum class CollectiveKind : uint64_t {
     reduce_scatter = 11,
     comm_split = 12,      ///< ddp_comm_split
     comm_split_node = 13, ///< ddp_comm_split_node
+    alltoall = 14,
 };
 
 /// "allreduce", ...; "an unknown collective" for other values.

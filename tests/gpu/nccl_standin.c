@@ -215,3 +215,14 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
     (void)send, (void)recv, (void)count, (void)type, (void)op, (void)comm, (void)stream;
     return ncclInvalidUsage;
 }
+
+ncclResult_t ncclSend(const void* send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+    (void)send, (void)count, (void)type, (void)peer, (void)comm, (void)stream;
+    return ncclInvalidUsage;
+}
+
+ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
+    (void)recv, (void)count, (void)type, (void)peer, (void)comm, (void)stream;
+    return ncclInvalidUsage;
+}

@@ -553,6 +553,77 @@ TEST(Async, AllgatherAndReduceScatterRequests) {
     EXPECT_EQ(load(shard.tensors[1].data, 7, DDP_DTYPE_F32), reference(DDP_OP_SUM, rank * 70000 + 8, DDP_DTYPE_F32));
 }
 
+// alltoall's value for element i of block `to` that rank `from` sends: the
+// pair and the position, so a block delivered to the wrong rank, from the
+// wrong rank or at the wrong place shows.
+double exchanged(int from, int to, int64_t i, int32_t dtype) { return value(from * 5 + to, i, dtype); }
+
+TEST(Alltoall, EveryDtypeFusedAndNotInRankOrder) {
+    const std::vector<int64_t> blocks = {1, 0, 3, 17, 1000, 20011, 300007};
+    for (ddp_dtype dtype : all_dtypes) {
+        for (const ddp_collective_options& opts : fusion_choices()) {
+            SCOPED_TRACE(testing::Message() << "dtype 0x" << std::hex << dtype << std::dec << " fusion "
+                                            << opts.fusion_bytes);
+            TensorList inputs(dtype, times(blocks, size)), outputs(dtype, times(blocks, size));
+            for (size_t t = 0; t < blocks.size(); ++t)
+                for (int to = 0; to < size; ++to)
+                    for (int64_t i = 0; i < blocks[t]; ++i)
+                        store(inputs.tensors[t].data, to * blocks[t] + i, dtype,
+                              exchanged(rank, to, i + static_cast<int64_t>(t), dtype));
+            const std::vector<std::vector<unsigned char>> before = inputs.buffers;
+            ASSERT_EQ(ddp_alltoall_tensor_list(world, inputs.tensors.data(), outputs.tensors.data(), inputs.n(), &opts),
+                      DDP_OK)
+                << message();
+            ASSERT_EQ(inputs.buffers, before) << "alltoall wrote into its inputs";
+            for (size_t t = 0; t < blocks.size(); ++t)
+                for (int from = 0; from < size; ++from)
+                    for (int64_t i = 0; i < blocks[t]; ++i)
+                        ASSERT_EQ(load(outputs.tensors[t].data, from * blocks[t] + i, dtype),
+                                  exchanged(from, rank, i + static_cast<int64_t>(t), dtype))
+                            << "tensor " << t << ", the block from rank " << from << ", element " << i;
+        }
+    }
+}
+
+TEST(Alltoall, AsyncTwiceIsTheIdentity) {
+    // Exchanging back undoes the exchange: block r from rank r returns to rank r's block r.
+    TensorList inputs(DDP_DTYPE_F32, times({5, 70000}, size)), middle(DDP_DTYPE_F32, times({5, 70000}, size)),
+        back(DDP_DTYPE_F32, times({5, 70000}, size));
+    inputs.fill(rank);
+    ddp_request* there = nullptr;
+    ASSERT_EQ(ddp_alltoall_tensor_list_async(world, inputs.tensors.data(), middle.tensors.data(), 2, nullptr, &there),
+              DDP_OK)
+        << message();
+    ASSERT_EQ(ddp_request_free(there), DDP_OK) << message();
+    ASSERT_EQ(ddp_alltoall_tensor_list(world, middle.tensors.data(), back.tensors.data(), 2, nullptr), DDP_OK)
+        << message();
+    EXPECT_EQ(back.buffers, inputs.buffers);
+}
+
+TEST(Alltoall, ArgumentErrorsNameTheTensor) {
+    TensorList inputs(DDP_DTYPE_F32, {4L * size, 4L * size}), longer(DDP_DTYPE_F32, {4L * size, 4L * size + 1}),
+        wide(DDP_DTYPE_F64, {4L * size, 4L * size});
+    EXPECT_EQ(ddp_alltoall_tensor_list(world, inputs.tensors.data(), longer.tensors.data(), 2, nullptr),
+              DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(message().find("outputs[1].count is " + std::to_string(4 * size + 1)), std::string::npos) << message();
+    EXPECT_EQ(ddp_alltoall_tensor_list(world, inputs.tensors.data(), wide.tensors.data(), 2, nullptr),
+              DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(message().find("outputs[0].dtype is f64 but inputs[0].dtype is f32"), std::string::npos) << message();
+    EXPECT_EQ(ddp_alltoall_tensor_list(world, inputs.tensors.data(), inputs.tensors.data(), 2, nullptr),
+              DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(message().find("alltoall's inputs and outputs must be apart"), std::string::npos) << message();
+    if (size > 1) {
+        TensorList uneven(DDP_DTYPE_F32, {4L * size + 1});
+        EXPECT_EQ(ddp_alltoall_tensor_list(world, uneven.tensors.data(), uneven.tensors.data(), 1, nullptr),
+                  DDP_ERR_INVALID_ARGUMENT);
+        EXPECT_NE(message().find("inputs[0].count is " + std::to_string(4 * size + 1) + ", not a multiple of the " +
+                                 std::to_string(size) + " ranks alltoall sends its blocks to"),
+                  std::string::npos)
+            << message();
+    }
+    EXPECT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
+}
+
 // Every rank passes a valid list, but one rank's differs in one way. Every
 // rank must return DDP_ERR_MISMATCH quickly, naming two ranks and what
 // differs, and the communicator must stay usable.
@@ -694,6 +765,29 @@ TEST_F(Mismatch, ReduceScatterOutputCountOnOneRank) {
     } else {
         expect_mismatch(status, "rank " + std::to_string(odd) + " passed invalid arguments to reduce_scatter");
     }
+}
+
+TEST_F(Mismatch, AlltoallOutputCountOnOneRank) {
+    TensorList inputs(DDP_DTYPE_F32, {4L * size}), outputs(DDP_DTYPE_F32, {rank == odd ? 4L * size - 1 : 4L * size});
+    const ddp_status status =
+        ddp_alltoall_tensor_list(world, inputs.tensors.data(), outputs.tensors.data(), 1, nullptr);
+    if (rank == odd) {
+        EXPECT_EQ(status, DDP_ERR_INVALID_ARGUMENT);
+        EXPECT_NE(message().find("outputs[0].count is " + std::to_string(4 * size - 1)), std::string::npos)
+            << message();
+        expect_usable();
+    } else {
+        expect_mismatch(status, "rank " + std::to_string(odd) + " passed invalid arguments to alltoall");
+    }
+}
+
+TEST_F(Mismatch, AlltoallAgainstAllgather) {
+    TensorList inputs(DDP_DTYPE_F32, {4L * size}), exchanged(DDP_DTYPE_F32, {4L * size}),
+        gathered(DDP_DTYPE_F32, {4L * size * size});
+    const ddp_status status =
+        rank == odd ? ddp_alltoall_tensor_list(world, inputs.tensors.data(), exchanged.tensors.data(), 1, nullptr)
+                    : ddp_allgather_tensor_list(world, inputs.tensors.data(), gathered.tensors.data(), 1, nullptr);
+    expect_mismatch(status, "called alltoall");
 }
 
 TEST_F(Mismatch, AsyncRequestReportsIt) {

@@ -225,7 +225,7 @@ TEST(Shm, AllreduceEveryOpAndDtypeAroundChunksBitwiseAsTheReference) {
                 }
 }
 
-TEST(Shm, ReduceBroadcastAllgatherReduceScatterAroundChunks) {
+TEST(Shm, ReduceBroadcastAllgatherReduceScatterAlltoallAroundChunks) {
     const int root = size - 1;
     for (ddp_dtype dtype : {DDP_DTYPE_F32, DDP_DTYPE_BF16, DDP_DTYPE_I64, DDP_DTYPE_U8})
         for (int64_t count : sizes_for(dtype)) {
@@ -273,6 +273,19 @@ TEST(Shm, ReduceBroadcastAllgatherReduceScatterAroundChunks) {
                                                         all.begin() + static_cast<ptrdiff_t>((rank + 1) * shard.size()));
             if (bits_promised(dtype, DDP_OP_MAX, count * size))
                 EXPECT_EQ(first_difference(shard, expected_shard, dtype), -1);
+            // alltoall: block r of the result is block `rank` of rank r's input.
+            std::vector<std::byte> exchanged(whole.size());
+            in = tensor_of(whole, dtype);
+            out = tensor_of(exchanged, dtype);
+            ASSERT_EQ(ddp_alltoall_tensor_list(world, &in, &out, 1, nullptr), DDP_OK) << mpi_test::message();
+            std::vector<std::byte> expected_blocks;
+            for (int r = 0; r < size; ++r) {
+                const std::vector<std::byte> theirs = input(r, dtype, count * size, true);
+                expected_blocks.insert(expected_blocks.end(),
+                                       theirs.begin() + static_cast<ptrdiff_t>(rank * shard.size()),
+                                       theirs.begin() + static_cast<ptrdiff_t>((rank + 1) * shard.size()));
+            }
+            EXPECT_EQ(first_difference(exchanged, expected_blocks, dtype), -1);
         }
 }
 

@@ -330,6 +330,8 @@ const ADDRESSES = (
     ddp_allgather_tensor_list_async = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_reduce_scatter_tensor_list = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_reduce_scatter_tensor_list_async = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_alltoall_tensor_list = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_alltoall_tensor_list_async = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_sync_optimizer_state = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_check_replicas = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_barrier = Ref{Ptr{Cvoid}}(C_NULL),
@@ -676,6 +678,35 @@ function ddp_reduce_scatter_tensor_list_async(comm, inputs, outputs, n, op, opts
 end
 
 """
+    ddp_alltoall_tensor_list(comm, inputs, outputs, n, opts)
+
+Exchanges blocks between every pair of ranks (the token exchange of
+mixture-of-experts layers; torch's all_to_all_single, MPI_Alltoall): with
+c = inputs[i].count / size, block j of inputs[i] (elements [j × c,
+(j + 1) × c)) goes to rank j, and block r of outputs[i] receives rank r's
+block for this rank, in rank order. outputs[i] has inputs[i]'s dtype,
+memory and count. Blocks are equal: an inputs[i].count that is not a
+multiple of the communicator's size is DDP_ERR_INVALID_ARGUMENT naming
+the tensor, and a block above 2^30 - 1 elements is DDP_ERR_UNSUPPORTED.
+Inputs are only read; the lists must not overlap. Small tensors travel
+fused, as in allreduce. Collective (since 1.3). Errors as
+ddp_allgather_tensor_list.
+"""
+function ddp_alltoall_tensor_list(comm, inputs, outputs, n, opts)
+    @ccall $(function_pointer(ADDRESSES.ddp_alltoall_tensor_list, :ddp_alltoall_tensor_list))(comm::Ptr{ddp_comm}, inputs::Ptr{ddp_tensor}, outputs::Ptr{ddp_tensor}, n::Int64, opts::Ptr{ddp_collective_options})::ddp_status
+end
+
+"""
+    ddp_alltoall_tensor_list_async(comm, inputs, outputs, n, opts, request)
+
+ddp_alltoall_tensor_list started as an async request (since 1.3), as
+ddp_allgather_tensor_list_async.
+"""
+function ddp_alltoall_tensor_list_async(comm, inputs, outputs, n, opts, request)
+    @ccall $(function_pointer(ADDRESSES.ddp_alltoall_tensor_list_async, :ddp_alltoall_tensor_list_async))(comm::Ptr{ddp_comm}, inputs::Ptr{ddp_tensor}, outputs::Ptr{ddp_tensor}, n::Int64, opts::Ptr{ddp_collective_options}, request::Ptr{Ptr{ddp_request}})::ddp_status
+end
+
+"""
     ddp_sync_optimizer_state(comm, leaves, n, scalars, n_scalars, root, opts)
 
 Makes every rank's optimizer state equal root's: `n` leaf tensors (moment
@@ -967,8 +998,8 @@ DDP_ERR_MISMATCH at once, naming this rank and `reason` (may be NULL;
 the first 1024 bytes travel), instead of waiting for this rank.
 `collective` is the call's name: "allreduce" (its async form too),
 "broadcast", "reduce", "sync_optimizer_state", "check_replicas",
-"barrier", "reducer_create", "allgather", "reduce_scatter", "comm_split" or
-"comm_split_node" (the last four since 1.3). `opts` (may be NULL) gives the
+"barrier", "reducer_create", "allgather", "reduce_scatter", "comm_split",
+"comm_split_node" or "alltoall" (the last five since 1.3). `opts` (may be NULL) gives the
 timeout of that step, as for the call. Runs in call order, as a collective. Returns
 DDP_OK once this rank has taken part (the binding then reports its own
 error); DDP_ERR_INVALID_ARGUMENT for a NULL comm or collective or an

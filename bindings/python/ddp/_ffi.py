@@ -390,6 +390,16 @@ ddp_reduce_scatter_tensor_list_async.argtypes = [ctypes.POINTER(ddp_comm), ctype
 ddp_reduce_scatter_tensor_list_async.restype = ctypes.c_int
 ddp_reduce_scatter_tensor_list_async.errcheck = _check_status
 
+ddp_alltoall_tensor_list = _lib.ddp_alltoall_tensor_list
+ddp_alltoall_tensor_list.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.POINTER(ddp_collective_options)]
+ddp_alltoall_tensor_list.restype = ctypes.c_int
+ddp_alltoall_tensor_list.errcheck = _check_status
+
+ddp_alltoall_tensor_list_async = _lib.ddp_alltoall_tensor_list_async
+ddp_alltoall_tensor_list_async.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.POINTER(ddp_collective_options), ctypes.POINTER(ctypes.POINTER(ddp_request))]
+ddp_alltoall_tensor_list_async.restype = ctypes.c_int
+ddp_alltoall_tensor_list_async.errcheck = _check_status
+
 ddp_sync_optimizer_state = _lib.ddp_sync_optimizer_state
 ddp_sync_optimizer_state.argtypes = [ctypes.POINTER(ddp_comm), ctypes.POINTER(ddp_tensor), ctypes.c_int64, ctypes.POINTER(ctypes.c_double), ctypes.c_int64, ctypes.c_int32, ctypes.POINTER(ddp_collective_options)]
 ddp_sync_optimizer_state.restype = ctypes.c_int

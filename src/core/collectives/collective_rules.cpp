@@ -16,6 +16,7 @@ const CollectiveRules& rules_for(CollectiveKind kind) {
     case CollectiveKind::barrier: return barrier_rules;
     case CollectiveKind::allgather: return allgather_rules;
     case CollectiveKind::reduce_scatter: return reduce_scatter_rules;
+    case CollectiveKind::alltoall: return alltoall_rules;
     default: break;
     }
     fail(DDP_ERR_INTERNAL, std::string(kind_name(static_cast<uint64_t>(kind))) + " has no collective rules");

@@ -57,8 +57,9 @@ extern const CollectiveRules check_replicas_rules;
 extern const CollectiveRules barrier_rules;
 extern const CollectiveRules allgather_rules;
 extern const CollectiveRules reduce_scatter_rules;
+extern const CollectiveRules alltoall_rules;
 
-/// Both ways for every rank: allreduce, allgather, reduce_scatter.
+/// Both ways for every rank: allreduce, allgather, reduce_scatter, alltoall.
 Crossing both_ways(const CollectiveCall& call, int rank);
 
 }  // namespace ddp

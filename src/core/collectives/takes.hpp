@@ -12,6 +12,7 @@ enum class Sharding {
     none,     ///< no outputs: the list is read, or written in place
     gather,   ///< allgather: each output holds `size` inputs
     scatter,  ///< reduce_scatter: each output holds 1/size of its input
+    exchange, ///< alltoall: each output holds as many elements as its input, a multiple of `size`
 };
 
 struct Takes {

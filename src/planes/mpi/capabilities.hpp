@@ -7,7 +7,8 @@
 namespace ddp {
 
 inline constexpr Capability mpi_capabilities[] = {
-    {.ops = {DataOp::allreduce, DataOp::reduce, DataOp::broadcast, DataOp::allgather, DataOp::reduce_scatter}},
+    {.ops = {DataOp::allreduce, DataOp::reduce, DataOp::broadcast, DataOp::allgather, DataOp::reduce_scatter,
+             DataOp::alltoall}},
 };
 
 }  // namespace ddp

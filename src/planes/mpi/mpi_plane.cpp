@@ -99,6 +99,16 @@ public:
         return requests;
     }
 
+    std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) override {
+        // The C boundary keeps a block within one MPI count (max_shard_elements).
+        auto requests = std::make_unique<Requests>();
+        const MPI_Datatype type = mpi_type(dtype);
+        check(MPI_Ialltoall(send, static_cast<int>(count), type, recv, static_cast<int>(count), type, data_.comm,
+                            requests->add()),
+              "MPI_Ialltoall");
+        return requests;
+    }
+
 private:
     MpiDataComm& data_;
 };

@@ -1,4 +1,5 @@
-// What the nccl plane implements, on device memory: every data operation,
+// What the nccl plane implements, on device memory: every data operation
+// (alltoall as a group of ncclSend and ncclRecv),
 // except float MIN and MAX (NCCL's do not promise to propagate NaN, so those
 // are staged through the host planes instead). AVG is SUM, then a division
 // on the GPU.
@@ -16,7 +17,7 @@ inline constexpr Capability nccl_capabilities[] = {
      .dtypes = integer_dtypes,
      .reductions = {DDP_OP_MIN, DDP_OP_MAX},
      .memory = Memory::device},
-    {.ops = {DataOp::broadcast, DataOp::allgather}, .memory = Memory::device},
+    {.ops = {DataOp::broadcast, DataOp::allgather, DataOp::alltoall}, .memory = Memory::device},
 };
 
 }  // namespace ddp

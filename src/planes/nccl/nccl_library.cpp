@@ -52,6 +52,8 @@ NcclLibrary load(const std::string& path) {
     resolve(handle, path, "ncclBroadcast", library.broadcast);
     resolve(handle, path, "ncclAllGather", library.all_gather);
     resolve(handle, path, "ncclReduceScatter", library.reduce_scatter);
+    resolve(handle, path, "ncclSend", library.send);
+    resolve(handle, path, "ncclRecv", library.recv);
     library.comm_split = reinterpret_cast<decltype(&ncclCommSplit)>(dlsym(handle, "ncclCommSplit"));
     if (library.get_version(&library.version) != ncclSuccess)
         fail(DDP_ERR_UNSUPPORTED, path + ": ncclGetVersion failed");

@@ -34,6 +34,8 @@ struct NcclLibrary {
     decltype(&ncclBroadcast) broadcast = nullptr;
     decltype(&ncclAllGather) all_gather = nullptr;
     decltype(&ncclReduceScatter) reduce_scatter = nullptr;
+    decltype(&ncclSend) send = nullptr;
+    decltype(&ncclRecv) recv = nullptr;
     /// nullptr when this NCCL lacks it (ncclCommSplit came in 2.18.1):
     /// only ddp_comm_split needs it.
     decltype(&ncclCommSplit) comm_split = nullptr;

@@ -156,6 +156,27 @@ public:
         if (op == DDP_OP_AVG) divide_by_size(outputs, stream);
     }
 
+    // One group: to each rank its block of every input, from each rank its
+    // block of every output (NCCL has no alltoall of its own).
+    void alltoall(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, void* stream,
+                  Clock::time_point deadline) override {
+        const int ranks = channel_.size();
+        pairs_of(inputs, outputs, deadline, "ncclSend/ncclRecv",
+                 [&](const ddp_tensor& in, const ddp_tensor& out, const NcclLibrary& nccl, ncclComm_t comm) {
+                     const size_t block = byte_size(in) / static_cast<size_t>(ranks);
+                     for (int peer = 0; peer < ranks; ++peer) {
+                         const size_t at = block * static_cast<size_t>(peer);
+                         const ncclResult_t sent = nccl.send(static_cast<const std::byte*>(in.data) + at, block,
+                                                             ncclUint8, peer, comm, static_cast<cudaStream_t>(stream));
+                         if (sent != ncclSuccess) return sent;
+                         const ncclResult_t received = nccl.recv(static_cast<std::byte*>(out.data) + at, block,
+                                                                 ncclUint8, peer, comm, static_cast<cudaStream_t>(stream));
+                         if (received != ncclSuccess) return received;
+                     }
+                     return ncclSuccess;
+                 });
+    }
+
     std::shared_ptr<cuda::Event> watch(void* stream, Clock::time_point deadline, std::string what,
                                        WorkEnd end) override {
         auto event = std::make_shared<cuda::Event>();

@@ -26,13 +26,17 @@ public:
     std::unique_ptr<Pending> start_allreduce(void*, int64_t, ddp_dtype, ddp_op) override { return nullptr; }
     std::unique_ptr<Pending> start_reduce(void*, int64_t, ddp_dtype, ddp_op, int) override { return nullptr; }
     std::unique_ptr<Pending> start_broadcast(void*, int64_t, int) override { return nullptr; }
-    // With one rank both are a copy of the input into the output.
+    // With one rank each of these is a copy of the input into the output.
     std::unique_ptr<Pending> start_allgather(const void* send, void* recv, int64_t count, ddp_dtype dtype) override {
         if (send != recv) std::memcpy(recv, send, static_cast<size_t>(count) * element_size(dtype));
         return nullptr;
     }
     std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count, ddp_dtype dtype,
                                                   ddp_op) override {
+        std::memcpy(recv, send, static_cast<size_t>(count) * element_size(dtype));
+        return nullptr;
+    }
+    std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) override {
         std::memcpy(recv, send, static_cast<size_t>(count) * element_size(dtype));
         return nullptr;
     }

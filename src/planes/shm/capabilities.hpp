@@ -11,7 +11,8 @@
 namespace ddp {
 
 inline constexpr Capability shm_capabilities[] = {
-    {.ops = {DataOp::allreduce, DataOp::reduce, DataOp::broadcast, DataOp::allgather, DataOp::reduce_scatter},
+    {.ops = {DataOp::allreduce, DataOp::reduce, DataOp::broadcast, DataOp::allgather, DataOp::reduce_scatter,
+             DataOp::alltoall},
      .min_bytes = 4 * 1024},
 };
 

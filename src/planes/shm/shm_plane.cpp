@@ -157,9 +157,9 @@ class Operation final : public Pending {
 public:
     struct Args {
         DataOp kind;
-        std::byte* data;        ///< allreduce, reduce, broadcast: in place; allgather, reduce_scatter: recv
-        const std::byte* send;  ///< allgather, reduce_scatter
-        int64_t count;          ///< elements (broadcast: bytes); allgather, reduce_scatter: per rank
+        std::byte* data;        ///< allreduce, reduce, broadcast: in place; the others: recv
+        const std::byte* send;  ///< allgather, reduce_scatter, alltoall
+        int64_t count;          ///< elements (broadcast: bytes); allgather, reduce_scatter, alltoall: per rank
         ddp_dtype dtype;
         ddp_op op;
         int root;
@@ -170,7 +170,9 @@ public:
         : state_(std::move(state)), args_(without_pieces(args)), pieces_(args.pieces),
           element_(args.kind == DataOp::broadcast ? 1 : static_cast<int64_t>(element_size(args.dtype))) {
         const auto per_chunk = static_cast<int64_t>(chunk_bytes) / element_;
-        per_step_ = args.kind == DataOp::reduce_scatter ? std::max<int64_t>(1, per_chunk / state_->size()) : per_chunk;
+        // reduce_scatter and alltoall post a piece of every rank's block each step.
+        const bool by_block = args.kind == DataOp::reduce_scatter || args.kind == DataOp::alltoall;
+        per_step_ = by_block ? std::max<int64_t>(1, per_chunk / state_->size()) : per_chunk;
         steps_ = (args.count + per_step_ - 1) / per_step_;
         done_ = steps_ == 0;
     }
@@ -270,6 +272,7 @@ private:
             break;
         case DataOp::allgather: to_buffer(mine, at(args_.send, offset()), bytes(n)); break;
         case DataOp::reduce_scatter:
+        case DataOp::alltoall:
             // Piece `step` of every rank's block, block after block.
             for (int block = 0; block < state_->size(); ++block)
                 to_buffer(at(mine, block * n), at(args_.send, block * args_.count + offset()), bytes(n));
@@ -308,7 +311,8 @@ private:
         case DataOp::allreduce: return state_->all_reached(reduced, s);
         case DataOp::reduce: return me() != args_.root || state_->all_reached(reduced, s);
         case DataOp::broadcast: return me() == args_.root || state_->flag(args_.root, posted) >= s;
-        case DataOp::allgather: return state_->all_reached(posted, s);
+        case DataOp::allgather:
+        case DataOp::alltoall: return state_->all_reached(posted, s);
         case DataOp::reduce_scatter: return true;
         }
         return true;
@@ -341,6 +345,12 @@ private:
             }
             break;
         case DataOp::reduce_scatter: break;
+        case DataOp::alltoall:
+            // Every rank's piece of the block meant for this rank, into that rank's block.
+            for (int rank = 0; rank < state_->size(); ++rank)
+                std::memcpy(at(args_.data, rank * args_.count + offset()), at(state_->buffer(rank, s), me() * n),
+                            bytes(n));
+            break;
         }
     }
 
@@ -388,6 +398,10 @@ public:
                                                   ddp_op op) override {
         return start({DataOp::reduce_scatter, static_cast<std::byte*>(recv), static_cast<const std::byte*>(send),
                       count, dtype, op, 0});
+    }
+    std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) override {
+        return start({DataOp::alltoall, static_cast<std::byte*>(recv), static_cast<const std::byte*>(send), count,
+                      dtype, DDP_OP_SUM, 0});
     }
 
 private:
