@@ -71,6 +71,138 @@ def test_every_collective_takes_a_timeout_of_its_own(tmp_path, call):
     assert "rank 1 TimeoutError" in result.stdout, result.stdout + result.stderr
 
 
+# A timeout means in Python what it means in C: a finite number >= 0 of
+# seconds, 0 (as None) meaning the default (ddp.init's: DDP_TIMEOUT_S, else
+# 1800; a collective's: the communicator's; a split's: the parent's).
+# libddp checks the value, so its message and status reach Python.
+CALLS_WITH_A_TIMEOUT = {**TIMED_CALLS, "split": "comm.split(0, timeout=TIMEOUT).free()",
+                        "split_node": "comm.split_node(timeout=TIMEOUT).free()"}
+LIBDDPS_RULE = "opts->timeout_s must be a finite number >= 0"
+
+
+def test_a_timeout_of_zero_means_the_default(tmp_path):
+    """Every call with timeout=0 returns; ddp.init(timeout=0) takes
+    DDP_TIMEOUT_S (3 s here), a split with timeout=0 its parent's, and a
+    barrier with timeout=0 on it the sub-communicator's: rank 0, alone in it,
+    times out after those 3 s, neither at once nor never, and tells rank 1."""
+    result = run_script(tmp_path, f"""
+        import os
+        import time
+        import numpy as np
+        import ddp
+        comm = ddp.init(timeout=0)
+        TIMEOUT = 0
+        for name, call in {CALLS_WITH_A_TIMEOUT!r}.items():
+            eval(call)
+            print(f"rank {{comm.rank}} {{name}} returned", flush=True)
+        told = "rank-0-timed-out"
+        with comm.split(0, timeout=0) as sub:
+            if comm.rank == 1:  # joins once rank 0 has timed out
+                while not os.path.exists(told):
+                    time.sleep(0.05)
+            started = time.monotonic()
+            try:
+                sub.barrier(timeout=0)
+            except ddp.TimeoutError as error:
+                print(f"rank {{comm.rank}} TimeoutError after {{time.monotonic() - started:.1f}} s: "
+                      f"{{error}}", flush=True)
+            if comm.rank == 0:
+                open(told, "w").close()
+        comm.allreduce([np.ones(3)], timeout=0)  # the world is untouched
+        print(f"rank {{comm.rank}} done", flush=True)
+        comm.finalize()
+    """, ranks=2, environment={**MPIRUN_ENVIRONMENT, "DDP_TIMEOUT_S": "3"})
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    for rank in (0, 1):
+        for name in CALLS_WITH_A_TIMEOUT:
+            assert f"rank {rank} {name} returned" in result.stdout, output
+        assert f"rank {rank} done" in result.stdout, output
+    waited = re.search(r"rank 0 TimeoutError after ([\d.]+) s: DDP_ERR_TIMEOUT: .*barrier.* timed out "
+                       r"on rank 0 after", result.stdout)
+    assert waited and 2.5 <= float(waited.group(1)) < 10, output
+    assert re.search(r"rank 1 TimeoutError after .*rank 0 gave up", result.stdout), output
+
+
+def test_a_negative_nan_or_infinite_timeout_is_refused_with_libddps_message(tmp_path):
+    """As in C: InvalidArgumentError (a ValueError) with libddp's message,
+    from ddp.init and from every call; a timeout that is no number is a
+    TypeError of the binding's."""
+    result = run_script(tmp_path, f"""
+        import math
+        import numpy as np
+        import ddp
+        for label, TIMEOUT in (("-1", -1), ("-0.5", -0.5), ("nan", math.nan), ("inf", math.inf),
+                               ("-inf", -math.inf), ("-10**400", -10**400)):
+            try:
+                ddp.init(backend="self", timeout=TIMEOUT)
+            except ddp.InvalidArgumentError as error:
+                print(f"init {{label}}: ValueError {{isinstance(error, ValueError)}}: {{error}}")
+        comm = ddp.init(backend="self")
+        for TIMEOUT in (-1, math.nan, math.inf):
+            for name, call in {CALLS_WITH_A_TIMEOUT!r}.items():
+                try:
+                    eval(call)
+                except ddp.InvalidArgumentError as error:
+                    print(f"{{name}} {{TIMEOUT}}: {{error}}")
+        for TIMEOUT in ("1", True, [1], np.bool_(True)):
+            try:
+                comm.barrier(timeout=TIMEOUT)
+            except TypeError as error:
+                print(f"TypeError: {{error}}")
+        comm.finalize()
+    """)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    for value in ("-1", "-0.5", "nan", "inf", "-inf", "-10**400"):
+        assert (f"init {value}: ValueError True: DDP_ERR_INVALID_ARGUMENT: {LIBDDPS_RULE} "
+                "(0: default)") in result.stdout, output
+    for value in ("-1", "nan", "inf"):
+        for name in CALLS_WITH_A_TIMEOUT:
+            parent = "the parent's" if name.startswith("split") else "the communicator's"
+            assert (f"{name} {value}: DDP_ERR_INVALID_ARGUMENT: rank 0: {LIBDDPS_RULE} "
+                    f"(0: {parent})") in result.stdout, output
+    assert result.stdout.count("TypeError: timeout ") == 4, output
+    assert "TypeError: timeout True: expected a number of seconds" in result.stdout, output
+
+
+@pytest.mark.parametrize("value", ["-1", "float('nan')", "float('inf')"],
+                         ids=["negative", "nan", "inf"])
+def test_a_bad_timeout_on_one_rank_fails_every_rank_at_once(tmp_path, value):
+    """Rank 1 passes the bad timeout to each call, rank 0 a good one (the
+    communicator's timeout is 600 s): libddp refuses it on rank 1 and tells
+    rank 0, whose call raises MismatchError at once naming rank 1 and the
+    reason; then both are in step again."""
+    result = run_script(tmp_path, f"""
+        import time
+        import numpy as np
+        import ddp
+        comm = ddp.init(timeout=600)
+        TIMEOUT = {value} if comm.rank == 1 else 600
+        for name, call in {CALLS_WITH_A_TIMEOUT!r}.items():
+            started = time.monotonic()
+            try:
+                eval(call)
+            except ddp.DDPError as error:
+                when = "at once" if time.monotonic() - started < 30 else "late"
+                print(f"rank {{comm.rank}} {{name}}: {{type(error).__name__}} {{when}}: "
+                      f"{{error.message}}", flush=True)
+            else:
+                print(f"rank {{comm.rank}} {{name}}: returned", flush=True)
+        comm.allreduce([np.ones(3)])
+        print(f"rank {{comm.rank}} in step", flush=True)
+        comm.finalize()
+    """, ranks=2)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    for name in CALLS_WITH_A_TIMEOUT:
+        assert f"rank 1 {name}: InvalidArgumentError at once: rank 1: {LIBDDPS_RULE}" in \
+            result.stdout, output
+        assert re.search(rf"rank 0 {name}: MismatchError at once: rank 1 passed invalid arguments "
+                         rf"to \w+ \(unlike rank 0\): {re.escape(LIBDDPS_RULE)}", result.stdout), output
+    assert "rank 0 in step" in result.stdout and "rank 1 in step" in result.stdout, output
+
+
 def test_gradient_views_stay_valid_after_the_reducer_and_the_communicator(tmp_path):
     """Views read and written after `with` ends, after the Reducer is
     collected and after finalize: the buckets (64 MiB, so freed memory would

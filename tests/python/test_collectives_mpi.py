@@ -306,10 +306,24 @@ BAD_CALLS = {
         "check_replicas", lambda c: c.check_replicas([np.ones(3), "text"], timeout=PEER_TIMEOUT),
         lambda c: c.check_replicas([np.ones(3), np.ones(1)], timeout=PEER_TIMEOUT),
         TypeError, "tensors[1]: expected an array"),
+    # A timeout's value is libddp's to check, as for C (a finite number >= 0,
+    # 0: the communicator's); its type is the binding's.
     "barrier bad timeout": (
         "barrier", lambda c: c.barrier(timeout=-1),
         lambda c: c.barrier(timeout=PEER_TIMEOUT),
-        ValueError, "timeout -1"),
+        ValueError, "opts->timeout_s must be a finite number >= 0 (0: the communicator's)"),
+    "allreduce NaN timeout": (
+        "allreduce", lambda c: c.allreduce(_good_tree(), timeout=float("nan")),
+        lambda c: c.allreduce(_good_tree(), timeout=PEER_TIMEOUT),
+        ddp.InvalidArgumentError, "opts->timeout_s must be a finite number >= 0"),
+    "reducer infinite timeout": (
+        "reducer_create", lambda c: c.reducer({"w": np.zeros(3)}, timeout=float("inf")),
+        lambda c: c.reducer({"w": np.zeros(3)}, timeout=PEER_TIMEOUT),
+        ddp.InvalidArgumentError, "opts->timeout_s must be a finite number >= 0"),
+    "barrier timeout not a number": (
+        "barrier", lambda c: c.barrier(timeout="20"),
+        lambda c: c.barrier(timeout=PEER_TIMEOUT),
+        TypeError, "timeout '20': expected a number of seconds"),
     "reducer of an unsupported dtype": (
         "reducer_create",
         lambda c: c.reducer({"w": np.zeros(3, np.float32), "b": np.zeros(2, np.complex128)},

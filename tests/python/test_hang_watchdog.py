@@ -3,12 +3,15 @@ Rank 0's thread is held inside its barrier by a logging handler that blocks
 on libddp's stall warning (as a thread stuck inside MPI would be held) while
 rank 1 stays away; past the deadline plus the grace, the watchdog aborts rank
 0 with its message, and with hang_watchdog=False the thread comes back and
-the barrier raises TimeoutError. A bad value is a ValueError before init."""
+the barrier raises TimeoutError. Values mean what they mean in C: None or 0
+the default, False or < 0 off; libddp refuses a NaN or infinite one, and one
+that is no number is a TypeError."""
 import os
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import ddp
@@ -66,7 +69,22 @@ def test_off_lets_the_thread_come_back_with_a_timeout(tmp_path):
     assert "rank 0: the barrier raised TimeoutError" in output, output
 
 
-@pytest.mark.parametrize("value", [0, -1, float("nan"), float("inf"), True, "60"])
-def test_a_bad_grace_is_a_value_error_before_init(value):
-    with pytest.raises(ValueError, match="hang_watchdog"):
-        ddp.init(hang_watchdog=value)
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 10**400])
+def test_a_nan_or_infinite_grace_is_refused_by_libddp_as_in_c(value):
+    """The value is libddp's to check (ddp_init_options.hang_watchdog_s), with its message."""
+    with pytest.raises(ddp.InvalidArgumentError, match=r"opts->hang_watchdog_s must be a finite "
+                       r"number \(0: default, < 0: no hang watchdog\)"):
+        ddp.init(backend="self", hang_watchdog=value)
+
+
+@pytest.mark.parametrize("value", [True, np.bool_(False), "60", [1]])
+def test_a_grace_that_is_no_number_is_a_type_error_before_init(value):
+    with pytest.raises(TypeError, match="hang_watchdog .*: expected a number of seconds"):
+        ddp.init(backend="self", hang_watchdog=value)
+
+
+@pytest.mark.parametrize("value", [None, 0, 0.0, -1, -0.5, False, 2.5])
+def test_every_grace_libddp_takes_starts_it_as_in_c(value):
+    """As in C: None and 0 are the default (DDP_HANG_WATCHDOG_S, else 60),
+    False and any negative number turn it off, a positive one is the grace."""
+    ddp.init(backend="self", hang_watchdog=value).finalize()

@@ -83,7 +83,7 @@ def test_broadcast_allgather_reduce_scatter_in_jit(comm):
     np.testing.assert_array_equal(np.asarray(shard), total[2 * rank:2 * rank + 2])
 
 
-@pytest.mark.parametrize("mistake", ["op", "root", "shape", "rows"])
+@pytest.mark.parametrize("mistake", ["op", "root", "shape", "rows", "timeout"])
 def test_a_mistake_on_one_rank_fails_every_rank_from_inside_jit(comm, mistake):
     last = comm.size - 1
     bad = comm.rank == last
@@ -95,9 +95,11 @@ def test_a_mistake_on_one_rank_fails_every_rank_from_inside_jit(comm, mistake):
     elif mistake == "shape":
         x = jnp.ones((3 if bad else 2,))
         call = lambda t: ddp.jax.allreduce({"grads": t}, timeout=PEER_TIMEOUT)
-    else:
+    elif mistake == "rows":
         x = jnp.ones((comm.size + 1 if bad else 2 * comm.size, 2))
         call = lambda t: ddp.jax.reduce_scatter(t, timeout=PEER_TIMEOUT)
+    else:  # refused by libddp, as from C (0 would be the communicator's)
+        call = lambda t: ddp.jax.allreduce(t, timeout=-1.0 if bad else PEER_TIMEOUT)
     start = time.monotonic()
     with pytest.raises(jax.errors.JaxRuntimeError) as caught:
         jax.block_until_ready(jax.jit(call)(x))
@@ -105,7 +107,9 @@ def test_a_mistake_on_one_rank_fails_every_rank_from_inside_jit(comm, mistake):
     message = str(caught.value)
     if mistake == "shape":
         assert "grads" in message and f"rank {last}" in message, message
-    elif not bad:
+    elif mistake == "timeout":
+        assert "opts->timeout_s must be a finite number >= 0" in message, message
+    if not bad and mistake != "shape":
         assert f"rank {last} passed invalid arguments" in message, message
     jax.block_until_ready(ddp.jax.allreduce(jnp.ones(2)))  # every rank is in step again
 
@@ -226,9 +230,11 @@ def test_a_call_that_fails_while_tracing_on_one_rank_fails_every_rank(comm, mist
 
 
 def test_what_the_communicator_takes_ddp_jax_takes(comm):
-    """NumPy scalars as arguments, an int averaged as a float, and the
-    float0 gradients of integer leaves left as they are."""
+    """NumPy scalars as arguments, an int averaged as a float, a timeout of
+    0 (the communicator's, as in C), and the float0 gradients of integer
+    leaves left as they are."""
     root = comm.size - 1
+    assert float(jax.jit(lambda t: ddp.jax.allreduce(t, timeout=0))(jnp.float32(1))) == comm.size
     assert int(ddp.jax.broadcast(jnp.int32(comm.rank), root=np.int64(root))) == root
     assert float(ddp.jax.allreduce(comm.rank, op="avg")) == \
         pytest.approx(sum(range(comm.size)) / comm.size)

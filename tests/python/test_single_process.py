@@ -38,13 +38,20 @@ def test_second_init_raises_already_initialized(comm):
 
 def test_split_on_one_process(comm):
     assert comm.split(None) is None
+    assert comm.split(-1) is None  # C's DDP_COLOR_UNDEFINED, as None
     with comm.split(3, key=-7, timeout=5) as sub, comm.split_node() as node:
         assert (sub.rank, sub.size, sub.backend, node.size) == (0, 1, "self", 1)
         assert sub.allreduce(2.5) == 2.5
     with pytest.raises(ddp.NotInitializedError, match="freed"):
         sub.barrier()
-    with pytest.raises(ValueError, match="color -2"):
+    # The value is libddp's to check, as for C: its message (InvalidArgumentError is a
+    # ValueError); the binding checks only what a C int32 needs.
+    with pytest.raises(ddp.InvalidArgumentError, match=r"color is -2; it must be >= 0, or "
+                       r"DDP_COLOR_UNDEFINED \(-1\) to join none"):
         comm.split(-2)
+    with pytest.raises(ValueError, match="color -2147483649: expected an int >= 0 that fits "
+                       "in 32 bits"):
+        comm.split(-2**31 - 1)
 
 
 def test_every_numpy_dtype_libddp_has_passes_in_place(comm):

@@ -132,8 +132,9 @@ def test_every_collective_and_the_reducer_work_on_a_sub(comm):
                 np.testing.assert_allclose(gradient, np.mean(column))
 
 
-def test_undefined_color_joins_none(comm):
-    sub = comm.split(None if comm.rank == 0 else 0, key=comm.rank)
+@pytest.mark.parametrize("undefined", [None, -1], ids=["None", "-1 (DDP_COLOR_UNDEFINED)"])
+def test_undefined_color_joins_none(comm, undefined):
+    sub = comm.split(undefined if comm.rank == 0 else 0, key=comm.rank)
     if comm.rank == 0:
         assert sub is None
     else:
@@ -189,18 +190,26 @@ def test_a_timeout_in_one_sub_leaves_the_world_and_the_other_working(comm):
 
 BAD_SPLITS = {
     # name: (collective, the bad rank's call, its error, words)
-    "negative color": ("comm_split", lambda c: c.split(-5, timeout=PEER_TIMEOUT), ValueError,
-                       "color -5"),
-    "color -1 (None is the undefined color)": (
-        "comm_split", lambda c: c.split(-1), ValueError, "or None to join no sub-communicator"),
+    # A color's value is libddp's to check, as for C (its message); what a C int32
+    # needs (an int that fits) is the binding's.
+    "negative color": ("comm_split", lambda c: c.split(-5, timeout=PEER_TIMEOUT),
+                       ddp.InvalidArgumentError,
+                       "color is -5; it must be >= 0, or DDP_COLOR_UNDEFINED (-1) to join none"),
     "color not an int": ("comm_split", lambda c: c.split("a"), TypeError, "color 'a'"),
-    "color too large": ("comm_split", lambda c: c.split(2**31), ValueError, "color 2147483648"),
+    "color too large": ("comm_split", lambda c: c.split(2**31), ValueError,
+                        "color 2147483648: expected an int >= 0 that fits in 32 bits"),
     "key not an int": ("comm_split", lambda c: c.split(0, key=1.5), TypeError, "key 1.5"),
     "key too large": ("comm_split", lambda c: c.split(0, key=-2**40), ValueError,
                       "key -1099511627776"),
-    "bad timeout": ("comm_split", lambda c: c.split(0, timeout=-1), ValueError, "timeout -1"),
+    # A timeout's value is libddp's to check, as for C; its type is the binding's.
+    "bad timeout": ("comm_split", lambda c: c.split(0, timeout=-1), ValueError,
+                    "opts->timeout_s must be a finite number >= 0 (0: the parent's)"),
     "split_node timeout": ("comm_split_node", lambda c: c.split_node(timeout=float("inf")),
-                           ValueError, "timeout inf"),
+                           ValueError, "opts->timeout_s must be a finite number >= 0"),
+    "NaN timeout": ("comm_split", lambda c: c.split(0, timeout=float("nan")),
+                    ddp.InvalidArgumentError, "opts->timeout_s must be a finite number >= 0"),
+    "timeout not a number": ("comm_split", lambda c: c.split(0, timeout=True), TypeError,
+                             "timeout True: expected a number of seconds"),
 }
 
 

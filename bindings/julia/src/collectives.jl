@@ -1,34 +1,91 @@
 # FluxMPI's collectives on arrays, and the barrier and replica check, in place.
 
 """
+    refusing(f, comm, collective, timeout_s = nothing)
+
+Returns `f()`, which turns a collective's arguments into what libddp takes (its op,
+its options). An `ArgumentError` from it is this rank's refusal of the call: reported
+to the peers first (`refuse`, as `collective`), so that their call fails at once with
+`DDP_ERR_MISMATCH` naming this rank and the reason instead of waiting for it until
+their timeout, and thrown here as a `DDPError` (`DDP_ERR_INVALID_ARGUMENT`), as libddp
+does when it refuses a value itself. `timeout_s` holds the report to the call's own
+timeout where that one is valid.
+"""
+function refusing(f, comm::Communicator, collective::AbstractString, timeout_s = nothing)
+    reason = try
+        return f()
+    catch error
+        error isa ArgumentError || rethrow()
+        error.msg
+    end
+    opts = try
+        collective_options(nothing, timeout_s)
+    catch error
+        error isa ArgumentError || rethrow()
+        C_NULL  # the timeout itself was the bad argument: the communicator's serves
+    end
+    refuse(comm, collective, reason, opts)
+end
+
+"""
+    refuse(comm, collective, reason, opts = C_NULL)
+
+Takes part in `collective` on `comm` as a rank with invalid arguments
+(`ddp_report_invalid_call`, held to the timeout of `opts`), so that the peers fail at
+once naming this rank, then throws this rank's `DDPError` (`DDP_ERR_INVALID_ARGUMENT`).
+"""
+function refuse(comm::Communicator, collective::AbstractString, reason::AbstractString,
+                opts = C_NULL)
+    # Its own failure (a finalized or broken comm) leaves the argument error to report.
+    LibDDP.ddp_report_invalid_call(comm.handle, collective, reason, opts)
+    throw(DDPError(LibDDP.DDP_ERR_INVALID_ARGUMENT, "rank $(local_rank(comm)): $reason"))
+end
+
+"""
+    rank_code(name, rank)
+
+`rank` (argument `name`: a root) as the `int32_t` libddp takes; an `ArgumentError`
+(refused by `refusing`) when it does not fit one. Its value is libddp's to check, as
+for a C caller (a rank of the communicator).
+"""
+function rank_code(name, rank::Integer)
+    typemin(Int32) <= rank <= typemax(Int32) && !(rank isa Bool) && return Int32(rank)
+    throw(ArgumentError("$name $(repr(rank)): expected a rank, an integer that fits in 32 bits"))
+end
+
+"""
     allreduce!(v, op = +, comm = DDP.world(); fusion_bytes = nothing, timeout_s = nothing)
 
 Reduces `v` in place across all ranks with `op` (`+`, `*`, `min`, `max`, or `:sum`,
 `:prod`, `:min`, `:max`, `:avg`) and returns it; afterwards every rank holds the same
 result. `v` is an array, or a `Tuple`/`NamedTuple`/`Vector` of arrays reduced in one call
 (small ones fused; while a `timeline` records, named by field name or 1-based index). The op defaults to SUM; averaging is asked for by name (`:avg`).
-`fusion_bytes` (-1: no fusion) and `timeout_s` override libddp's defaults for this call.
+`fusion_bytes` (-1: no fusion) and `timeout_s` (seconds; 0: the communicator's, as in C)
+override libddp's defaults for this call.
 Ranks that pass different shapes, element types, ops or list lengths all get a
 `DDPError` with status `DDP_ERR_MISMATCH`.
 """
 function allreduce!(v, op = +, comm::Communicator = world();
                     fusion_bytes = nothing, timeout_s = nothing)
-    code, arrays = op_code(op), array_list(v)
+    arrays = array_list(v)
     naming_tensors(v) do
-        allreduce_arrays!(arrays, code, comm, fusion_bytes, timeout_s, list_names(v, arrays))
+        allreduce_arrays!(arrays, op, comm, fusion_bytes, timeout_s, list_names(v, arrays))
     end
     return v
 end
 
 """
-    allreduce_arrays!(arrays, code, comm, fusion_bytes, timeout_s, names)
+    allreduce_arrays!(arrays, op, comm, fusion_bytes, timeout_s, names)
 
-One `ddp_allreduce_tensor_list` on `arrays` with op `code`, its tensors named by
-`names` (`LeafNames`, or `nothing`).
+One `ddp_allreduce_tensor_list` on `arrays` with `op`, its tensors named by `names`
+(`LeafNames`, or `nothing`). A bad `op`, or options of a kind libddp cannot be given,
+fail every rank's call at once (`refusing`).
 """
-function allreduce_arrays!(arrays, code, comm::Communicator, fusion_bytes, timeout_s,
+function allreduce_arrays!(arrays, op, comm::Communicator, fusion_bytes, timeout_s,
                            names::Union{Nothing, LeafNames})
-    opts = collective_options(fusion_bytes, timeout_s, names)
+    code, opts = refusing(comm, "allreduce", timeout_s) do
+        op_code(op), collective_options(fusion_bytes, timeout_s, names)
+    end
     GC.@preserve names begin
         with_tensors(arrays) do tensors
             check(LibDDP.ddp_allreduce_tensor_list(comm.handle, tensors, length(tensors), code,
@@ -77,14 +134,17 @@ end
 
 Starts `allreduce!(v, op)` and returns `(v, request)` at once, as `FluxMPI.Iallreduce!`
 does; libddp's background thread reduces while Julia computes. Leave `v` untouched
-until `wait(request)`. Argument errors are thrown here, errors of the reduction itself
-(mismatch, timeout) by `wait`.
+until `wait(request)`. Argument errors are thrown here (a bad `op` or timeout on one
+rank, as `allreduce!`'s, failing the peers' call at once), errors of the reduction
+itself (mismatch, timeout) by `wait`.
 """
 function Iallreduce!(v, op = +, comm::Communicator = world();
                      fusion_bytes = nothing, timeout_s = nothing)
-    code, arrays = op_code(op), array_list(v)
+    arrays = array_list(v)
     names = list_names(v, arrays)  # libddp copies them before it returns
-    opts = collective_options(fusion_bytes, timeout_s, names)
+    code, opts = refusing(comm, "allreduce", timeout_s) do
+        op_code(op), collective_options(fusion_bytes, timeout_s, names)
+    end
     handle = Ref{Ptr{LibDDP.ddp_request}}(C_NULL)
     GC.@preserve names begin
         with_tensors(arrays) do tensors
@@ -124,10 +184,12 @@ function bcast!(v, root::Integer = 0, comm::Communicator = world();
                 fusion_bytes = nothing, timeout_s = nothing)
     arrays = array_list(v)
     names = list_names(v, arrays)
-    opts = collective_options(fusion_bytes, timeout_s, names)
+    root_code, opts = refusing(comm, "broadcast", timeout_s) do
+        rank_code("root", root), collective_options(fusion_bytes, timeout_s, names)
+    end
     GC.@preserve names begin
         with_tensors(arrays) do tensors
-            check(LibDDP.ddp_broadcast_tensor_list(comm.handle, tensors, length(tensors), root,
+            check(LibDDP.ddp_broadcast_tensor_list(comm.handle, tensors, length(tensors), root_code,
                                                    opts))
         end
     end
@@ -142,13 +204,15 @@ other ranks' `v` are left unchanged. Returns `v`.
 """
 function reduce!(v, op = +, root::Integer = 0, comm::Communicator = world();
                  fusion_bytes = nothing, timeout_s = nothing)
-    code, arrays = op_code(op), array_list(v)
+    arrays = array_list(v)
     names = list_names(v, arrays)
-    opts = collective_options(fusion_bytes, timeout_s, names)
+    code, root_code, opts = refusing(comm, "reduce", timeout_s) do
+        op_code(op), rank_code("root", root), collective_options(fusion_bytes, timeout_s, names)
+    end
     GC.@preserve names begin
         with_tensors(arrays) do tensors
-            check(LibDDP.ddp_reduce_tensor_list(comm.handle, tensors, length(tensors), code, root,
-                                                opts))
+            check(LibDDP.ddp_reduce_tensor_list(comm.handle, tensors, length(tensors), code,
+                                                root_code, opts))
         end
     end
     return v
@@ -188,7 +252,7 @@ number of ranks is a `DDPError` (`DDP_ERR_INVALID_ARGUMENT`) naming the array.
 """
 function reduce_scatter!(out, v, op = +, comm::Communicator = world();
                          fusion_bytes = nothing, timeout_s = nothing)
-    code = op_code(op)
+    code = refusing(() -> op_code(op), comm, "reduce_scatter", timeout_s)
     call(handle, inputs, outputs, n, opts) =
         LibDDP.ddp_reduce_scatter_tensor_list(handle, inputs, outputs, n, code, opts)
     sharded_call!(call, "reduce_scatter", out, v, comm, fusion_bytes, timeout_s, scattered_size)
@@ -279,21 +343,18 @@ end
 
 One `call(handle, inputs, outputs, n, opts)` (`ddp_allgather_tensor_list`, ...) from
 the arrays of `v` into those of `out`. libddp checks counts only, so the sizes
-(`expected_size`) are checked here; a refused call is reported to the peers first
-(`ddp_report_invalid_call`, as `collective`), so that theirs fails at once naming this
-rank instead of waiting for it.
+(`expected_size`) are checked here; a refused call (those sizes, or options of a kind
+libddp cannot be given) is reported to the peers first (`refuse`, as `collective`), so
+that theirs fails at once naming this rank instead of waiting for it.
 """
 function sharded_call!(call, collective, out, v, comm::Communicator, fusion_bytes, timeout_s,
                        expected_size)
     inputs, outputs = array_list(v), array_list(out)
     names = list_names(v, inputs)
-    opts = collective_options(fusion_bytes, timeout_s, names)
+    opts = refusing(() -> collective_options(fusion_bytes, timeout_s, names), comm, collective,
+                    timeout_s)
     reason = shape_error(out, outputs, v, inputs, total_workers(comm), expected_size)
-    if reason !== nothing
-        # Its own failure (a broken comm) leaves the argument error to report.
-        LibDDP.ddp_report_invalid_call(comm.handle, collective, reason, opts)
-        throw(DDPError(LibDDP.DDP_ERR_INVALID_ARGUMENT, "rank $(local_rank(comm)): $reason"))
-    end
+    reason === nothing || refuse(comm, collective, reason, opts)
     GC.@preserve names begin
         with_tensors(inputs) do input_tensors
             with_tensors(outputs) do output_tensors
@@ -310,7 +371,8 @@ end
 Returns when every rank has called it.
 """
 function barrier(comm::Communicator = world(); timeout_s = nothing)
-    check(LibDDP.ddp_barrier(comm.handle, collective_options(nothing, timeout_s)))
+    opts = refusing(() -> collective_options(nothing, timeout_s), comm, "barrier", timeout_s)
+    check(LibDDP.ddp_barrier(comm.handle, opts))
     return nothing
 end
 

@@ -99,7 +99,8 @@ function Reducer(like; op = :avg, comm::Communicator = world(), fusion_bytes = n
                                                  Int32(LibDDP.DDP_DEVICE_CPU), Int32(0), UInt32(0))
                                for x in arrays]
     names = list_names(like, arrays)
-    opts = collective_options(fusion_bytes, timeout_s, names)
+    opts = refusing(() -> collective_options(fusion_bytes, timeout_s, names), comm,
+                    "reducer_create", timeout_s)
     handle = Ref{Ptr{LibDDP.ddp_reducer}}(C_NULL)
     GC.@preserve names check(LibDDP.ddp_reducer_create(comm.handle, layout, length(layout),
                                                        op_code(op), opts, handle))

@@ -14,15 +14,19 @@
 
 Splits `comm` as `MPI_Comm_split`: the ranks passing the same `color` (an integer ≥ 0)
 form one sub-communicator, ranked by `key` (ties: by their rank in `comm`), which is
-returned; a rank passing `color = nothing` joins none and gets `nothing`. `timeout_s`:
-seconds for the sub-communicator's collectives (default: `comm`'s); the split itself
-is a collective on `comm`, held to `comm`'s timeout. Every collective takes the result
-as its `comm`; release it with `close`. The `do`-block form passes it to `f` and closes
-it afterwards, also when `f` throws (`DDP.split(comm, color) do sub ... end`).
+returned; a rank passing `color = nothing` (or -1, C's `DDP_COLOR_UNDEFINED`) joins none
+and gets `nothing`. `timeout_s`: seconds for the sub-communicator's collectives
+(`nothing` or 0: `comm`'s; as every timeout, a finite number ≥ 0, checked by libddp as
+for C); the split itself is a collective on `comm`, held to `comm`'s timeout. Every
+collective takes the result as its `comm`; release it with `close`. The `do`-block
+form passes it to `f` and closes it afterwards, also when `f` throws
+(`DDP.split(comm, color) do sub ... end`).
 
-A bad `color`, `key` or `timeout_s` on one rank throws a `DDPError`
+A bad `color` (negative other than -1, not an integer, beyond `Int32`), `key` or
+`timeout_s` (negative, NaN, infinite, or not a number) on one rank throws a `DDPError`
 (`DDP_ERR_INVALID_ARGUMENT`) there and one naming that rank (`DDP_ERR_MISMATCH`) on
-every peer, at once. Collective.
+every peer, at once; a bad value is refused by libddp with its message, as for C.
+Collective.
 """
 function split(comm::Communicator, color; key = 0, timeout_s = nothing)
     reason = split_argument_error(color, key, timeout_s)
@@ -46,7 +50,7 @@ sub-communicator: for hierarchical work (reduce within the node, then across nod
 Every rank gets one. Collective; `timeout_s` and the `do`-block form as `DDP.split`'s.
 """
 function split_node(comm::Communicator = world(); timeout_s = nothing)
-    reason = timeout_error(timeout_s)
+    reason = timeout_error(timeout_s, "the parent's timeout")
     reason === nothing || refuse(comm, "comm_split_node", reason)
     handle = Ref{Ptr{LibDDP.ddp_comm}}(C_NULL)
     check(LibDDP.ddp_comm_split_node(comm.handle, split_options(timeout_s), handle))
@@ -89,43 +93,26 @@ function closing(f, sub::Union{Nothing, Communicator})
     end
 end
 
-"""
-    refuse(comm, collective, reason)
-
-Takes part in `collective` on `comm` as a rank with invalid arguments
-(`ddp_report_invalid_call`), so that the peers fail at once naming this rank, then
-throws this rank's `DDPError`.
-"""
-function refuse(comm::Communicator, collective::AbstractString, reason::AbstractString)
-    # Its own failure (a finalized or broken comm) leaves the argument error to report.
-    LibDDP.ddp_report_invalid_call(comm.handle, collective, reason, C_NULL)
-    throw(DDPError(LibDDP.DDP_ERR_INVALID_ARGUMENT, "rank $(local_rank(comm)): $reason"))
-end
-
 """What is wrong with `DDP.split`'s arguments, or `nothing`."""
 function split_argument_error(color, key, timeout_s)
-    if color !== nothing && !(color isa Integer && !(color isa Bool) && 0 <= color <= typemax(Int32))
-        return "color $(repr(color)): expected an integer from 0 to $(typemax(Int32)), " *
+    # What an Int32 needs; the value is libddp's to check, as for a C caller (≥ 0, or
+    # DDP_COLOR_UNDEFINED, -1, as `nothing`): ddp_comm_split refuses another negative
+    # one with its own message, telling the peers first.
+    if color !== nothing && !(color isa Integer && !(color isa Bool) && typemin(Int32) <= color <= typemax(Int32))
+        return "color $(repr(color)): expected an integer ≥ 0 that fits in 32 bits, " *
                "or nothing to join no sub-communicator"
     end
     if !(key isa Integer && !(key isa Bool) && typemin(Int32) <= key <= typemax(Int32))
         return "key $(repr(key)): expected an integer that fits in 32 bits (ranks are ordered by it)"
     end
-    return timeout_error(timeout_s)
+    return timeout_error(timeout_s, "the parent's timeout")
 end
 
-function timeout_error(timeout_s)
-    timeout_s === nothing && return nothing
-    timeout_s isa Real && !(timeout_s isa Bool) && 0 < timeout_s < Inf && return nothing
-    return "timeout_s $(repr(timeout_s)): expected a positive, finite number of seconds " *
-           "(nothing: the parent's timeout)"
-end
-
-"""`ddp_split_options` with `timeout_s` (`nothing`: libddp's default, the parent's)."""
+"""`ddp_split_options` with `timeout_s` (`nothing` or 0: libddp's default, the parent's)."""
 function split_options(timeout_s)
     opts = Ref{LibDDP.ddp_split_options}()
     check(LibDDP.ddp_split_options_init(opts, sizeof(LibDDP.ddp_split_options)))
     timeout_s === nothing && return opts
-    opts[] = LibDDP.ddp_split_options(opts[].struct_size, Float64(timeout_s))
+    opts[] = LibDDP.ddp_split_options(opts[].struct_size, seconds(timeout_s))
     return opts
 end

@@ -109,15 +109,59 @@ op_code(op) = throw(ArgumentError(
     "op $op: use +, *, min, max or :sum, :prod, :min, :max, :avg"))
 
 """
+    seconds_error(name, value, meanings)
+
+Why argument `name`'s `value` is not a number of seconds libddp can be given, naming
+what its values mean (`meanings`), or `nothing` when it is one: a `Real` other than a
+`Bool` (as Python's binding: `true` is no number of seconds), or `nothing` (0, libddp's
+default). Only the type is checked here: the value is libddp's to check, as for a C
+caller, with libddp's message (a timeout: a finite number ≥ 0, 0 meaning the default);
+a collective refuses a bad one telling its peers first, so that they fail at once.
+"""
+function seconds_error(name, value, meanings)
+    value === nothing && return nothing
+    value isa Real && !(value isa Bool) && return nothing
+    return "$name $(repr(value)): expected a number of seconds ($meanings)"
+end
+
+"""Why `timeout_s` is not a timeout (`seconds_error`); 0 or `nothing` means `default`."""
+timeout_error(timeout_s, default = "the communicator's timeout") =
+    seconds_error("timeout_s", timeout_s, "nothing or 0: $default")
+
+"""`value` (checked by `seconds_error`) as the C double libddp takes: `nothing` is 0."""
+seconds(value) = value === nothing ? 0.0 : Float64(value)
+
+"""
+    fusion_bytes_error(fusion_bytes)
+
+Why `fusion_bytes` is not a bucket size libddp can be given (an integer that fits its
+`int64_t`, not a `Bool`), or `nothing` when it is one or `nothing`. Its value is
+libddp's to check, as for a C caller (-1: no fusion; 0: libddp's default).
+"""
+function fusion_bytes_error(fusion_bytes)
+    fusion_bytes === nothing && return nothing
+    fusion_bytes isa Integer && !(fusion_bytes isa Bool) &&
+        typemin(Int64) <= fusion_bytes <= typemax(Int64) && return nothing
+    return "fusion_bytes $(repr(fusion_bytes)): expected an integer number of bytes that fits " *
+           "in 64 bits (-1: no fusion; nothing or 0: libddp's default)"
+end
+
+"""
     collective_options(fusion_bytes, timeout_s, names = nothing)
 
 `C_NULL` (libddp's defaults) when all are `nothing`, else a filled
-`Ref{ddp_collective_options}` (fusion bucket bytes, -1 for no fusion; seconds; the
-tensors' `LeafNames`, which the caller keeps alive with `GC.@preserve` for the call).
-Device calls run on libddp's default stream (CUDA's legacy default stream); the CUDA
-extension synchronizes the task's stream before handing libddp a `CuArray`.
+`Ref{ddp_collective_options}` (fusion bucket bytes, -1 for no fusion; seconds, 0 for
+the communicator's; the tensors' `LeafNames`, which the caller keeps alive with
+`GC.@preserve` for the call). An `ArgumentError` where `fusion_bytes` or `timeout_s`
+is of a kind libddp cannot be given (`fusion_bytes_error`, `timeout_error`); their
+values are libddp's to check. Device calls run on libddp's default stream (CUDA's
+legacy default stream); the CUDA extension synchronizes the task's stream before
+handing libddp a `CuArray`.
 """
 function collective_options(fusion_bytes, timeout_s, names::Union{Nothing, LeafNames} = nothing)
+    for reason in (fusion_bytes_error(fusion_bytes), timeout_error(timeout_s))
+        reason === nothing || throw(ArgumentError(reason))
+    end
     fusion_bytes === nothing && timeout_s === nothing && names === nothing && return C_NULL
     opts = Ref{LibDDP.ddp_collective_options}()
     check(LibDDP.ddp_collective_options_init(opts, sizeof(LibDDP.ddp_collective_options)))
@@ -125,7 +169,7 @@ function collective_options(fusion_bytes, timeout_s, names::Union{Nothing, LeafN
     opts[] = LibDDP.ddp_collective_options(
         defaults.struct_size,
         fusion_bytes === nothing ? defaults.fusion_bytes : Int64(fusion_bytes),
-        timeout_s === nothing ? defaults.timeout_s : Float64(timeout_s),
+        timeout_s === nothing ? defaults.timeout_s : seconds(timeout_s),
         defaults.cuda_stream,
         names === nothing ? defaults.names : pointer(names.pointers),
         defaults.for_binding)

@@ -95,13 +95,15 @@ function synchronize!(ps; root_rank::Integer = 0, comm::Communicator = world(),
                       fusion_bytes = nothing, timeout_s = nothing)
     leaves = tree_leaves(ps)
     names = leaf_names(ps, leaves.arrays)
-    opts = collective_options(fusion_bytes, timeout_s, names)
+    root_code, opts = refusing(comm, "sync_optimizer_state", timeout_s) do
+        rank_code("root_rank", root_rank), collective_options(fusion_bytes, timeout_s, names)
+    end
     scalars = leaves.scalars
     naming_tensors(ps) do
         with_tensors(leaves.arrays) do tensors
             GC.@preserve scalars names check(LibDDP.ddp_sync_optimizer_state(
                 comm.handle, tensors, length(tensors), pointer(scalars), length(scalars),
-                root_rank, opts))
+                root_code, opts))
         end
     end
     return isempty(scalars) ? ps : rebuild(ps, scalars)
@@ -126,7 +128,7 @@ function allreduce_gradients(gs; comm::Communicator = world(),
         arrays = leaves.arrays
     end
     naming_tensors(gs) do
-        allreduce_arrays!(arrays, LibDDP.DDP_OP_AVG, comm, fusion_bytes, timeout_s, names)
+        allreduce_arrays!(arrays, :avg, comm, fusion_bytes, timeout_s, names)
     end
     return isempty(scalars) ? gs : rebuild(gs, scalars)
 end

@@ -33,19 +33,27 @@ an existing MPI communicator's Fortran handle (with MPI.jl loaded, pass the
 else 1800 s. `hang_watchdog_s`: seconds past a call's deadline that its thread may stay
 inside MPI before the hang watchdog aborts the process with a message naming the call,
 so that the launcher ends the job (0: `DDP_HANG_WATCHDOG_S`, else 60; negative: off).
+Both mean what they mean in C (`ddp_init_options`): libddp checks their values (a
+negative, NaN or infinite timeout, a NaN or infinite grace: a `DDPError` with its
+message); one that is no number of seconds (a `String`, a `Bool`) is an `ArgumentError`.
 A second call while initialized returns the same world. Returns the
 world `Communicator`; libddp is finalized at exit.
 """
 function Init(; backend::Symbol = :auto, mpi_comm_fortran::Integer = LibDDP.DDP_NO_MPI_COMM,
-              timeout_s::Real = 0.0, hang_watchdog_s::Real = 0.0, verbose::Bool = false)
+              timeout_s = 0.0, hang_watchdog_s = 0.0, verbose::Bool = false)
     Initialized() && return WORLD[]
     haskey(BACKENDS, backend) || throw(ArgumentError(
         "backend :$backend: use :auto, :self, :mpi or :nccl"))
+    for reason in (seconds_error("timeout_s", timeout_s, "0: DDP_TIMEOUT_S, else 1800"),
+                   seconds_error("hang_watchdog_s", hang_watchdog_s,
+                                 "0: DDP_HANG_WATCHDOG_S, else 60; negative: off"))
+        reason === nothing || throw(ArgumentError(reason))
+    end
     opts = Ref{LibDDP.ddp_init_options}()
     check(LibDDP.ddp_init_options_init(opts, sizeof(LibDDP.ddp_init_options)))
     opts[] = LibDDP.ddp_init_options(opts[].struct_size, BACKENDS[backend],
-                                     Int64(mpi_comm_fortran), Float64(timeout_s),
-                                     Float64(hang_watchdog_s))
+                                     Int64(mpi_comm_fortran), seconds(timeout_s),
+                                     seconds(hang_watchdog_s))
     handle = Ref{Ptr{LibDDP.ddp_comm}}(C_NULL)
     check(LibDDP.ddp_init(opts, handle))
     WORLD[] = Communicator(handle[])

@@ -402,7 +402,10 @@ testset("errors carry libddp's status and message") do
         @test startswith(sprint(showerror, named), "DDPError(DDP_ERR_MISMATCH): allreduce mismatch: ")
     end
     n > 1 && ddp_error(() -> allreduce!(zeros(2), rank == 0 ? min : max), LibDDP.DDP_ERR_MISMATCH)
-    @test_throws ArgumentError allreduce!(zeros(2), -)
+    # An op libddp has not is refused on every rank alike, telling the peers (a call
+    # that every rank refuses: each throws its own).
+    bad_op = ddp_error(() -> allreduce!(zeros(2), -), LibDDP.DDP_ERR_INVALID_ARGUMENT)
+    @test occursin("rank $rank: op -: use +, *, min, max", bad_op.message)
     @test_throws ArgumentError allreduce!(view(zeros(4, 4), 1, :), +)
     @test_throws ArgumentError allreduce!(fill(big(1), 2), +)
 end
@@ -442,7 +445,7 @@ testset("finding libddp: DDP_LIBRARY, the system, pkg-config's libdir") do
     end
 end
 
-testset("Init's hang_watchdog_s reaches libddp, which refuses a NaN") do
+testset("Init's hang_watchdog_s reaches libddp, which refuses a NaN; 0 is the default") do
     if rank == 0
         output, code = in_fresh_julia("DDP.Init(backend = :self, hang_watchdog_s = NaN)", Dict{String, Any}())
         @test code == 3
@@ -450,6 +453,17 @@ testset("Init's hang_watchdog_s reaches libddp, which refuses a NaN") do
         output, code = in_fresh_julia("DDP.Init(backend = :self, hang_watchdog_s = -1) === DDP.world()",
                                       Dict{String, Any}())
         @test code == 0 && output == "true"
+        # As in C, 0 is the default for both; a Bool or a String is no number of seconds.
+        output, code = in_fresh_julia("join([map(kw -> try DDP.Init(; backend = :self, kw...) catch e; " *
+                                      "sprint(showerror, e) end, ((timeout_s = true,), " *
+                                      "(hang_watchdog_s = :sixty,)))..., " *
+                                      "DDP.Init(backend = :self, timeout_s = 0, hang_watchdog_s = 0) === DDP.world()], " *
+                                      "\" | \")", Dict{String, Any}())
+        @test code == 0
+        @test occursin("ArgumentError: timeout_s true: expected a number of seconds (0: DDP_TIMEOUT_S", output)
+        @test occursin("ArgumentError: hang_watchdog_s :sixty: expected a number of seconds " *
+                       "(0: DDP_HANG_WATCHDOG_S, else 60; negative: off)", output)
+        @test endswith(output, " | true")
     end
 end
 
@@ -579,6 +593,8 @@ testset("DDP.split with nothing joins none; DDP.split_node; a split of a sub out
         close(sub)
     end
     @test DDP.split(sub -> sub === nothing, DDP.world(), rank == 0 ? nothing : 1) == (rank == 0)
+    # -1 is C's DDP_COLOR_UNDEFINED: the same as nothing, as in C
+    @test DDP.split(sub -> sub === nothing, DDP.world(), rank == 0 ? -1 : 1) == (rank == 0)
     node = DDP.split_node(; timeout_s = 60)
     @test (local_rank(node), total_workers(node)) == (DDP.node_local_rank(), DDP.node_local_size())
     @test sums_over(node, 0:n-1)  # one machine: every rank
@@ -612,16 +628,119 @@ end
 
 testset("a bad color, key or timeout on one rank fails every peer at once") do
     bad = n - 1
-    for (call, words) in ((() -> DDP.split(DDP.world(), rank == bad ? -5 : 0), "color -5"),
+    # A color's value is libddp's to check, as for C (its message); what an Int32
+    # needs (an integer that fits) is the package's.
+    for (call, words) in ((() -> DDP.split(DDP.world(), rank == bad ? -5 : 0),
+                           "color is -5; it must be >= 0, or DDP_COLOR_UNDEFINED (-1) to join none"),
                           (() -> DDP.split(DDP.world(), rank == bad ? 1.5 : 0), "color 1.5"),
+                          (() -> DDP.split(DDP.world(), rank == bad ? 2^31 : 0),
+                           "color 2147483648: expected an integer ≥ 0 that fits in 32 bits"),
                           (() -> DDP.split(DDP.world(), 0; key = rank == bad ? 2^40 : 0), "key 1099511627776"),
-                          (() -> DDP.split(DDP.world(), 0; timeout_s = rank == bad ? -1 : 60), "timeout_s -1"),
-                          (() -> DDP.split_node(; timeout_s = rank == bad ? NaN : 60), "timeout_s NaN"))
+                          # libddp's rule for every timeout, as for C: its message
+                          (() -> DDP.split(DDP.world(), 0; timeout_s = rank == bad ? -1 : 60),
+                           "opts->timeout_s must be a finite number >= 0 (0: the parent's)"),
+                          (() -> DDP.split_node(; timeout_s = rank == bad ? NaN : 60),
+                           "opts->timeout_s must be a finite number >= 0 (0: the parent's)"),
+                          (() -> DDP.split(DDP.world(), 0; timeout_s = rank == bad ? "60" : 60),
+                           "timeout_s \"60\": expected a number of seconds"),
+                          (() -> DDP.split(DDP.world(), 0; timeout_s = rank == bad ? true : 60),
+                           "timeout_s true: expected a number of seconds (nothing or 0: the parent's timeout)"))
         started = time()
         error = ddp_error(call, rank == bad ? LibDDP.DDP_ERR_INVALID_ARGUMENT : LibDDP.DDP_ERR_MISMATCH)
         @test time() - started < 30  # the world's timeout is 1800 s: nobody waited
         @test occursin(words, error.message)
         rank == bad || @test occursin("rank $bad passed invalid arguments to comm_split", error.message)
+        @test sums_over(DDP.world(), 0:n-1)  # every rank in step again
+    end
+end
+
+testset("a timeout of 0 means the default, as in C: the communicator's, the parent's") do
+    @test allreduce!(ones(2), +; timeout_s = 0) == fill(Float64(n), 2)
+    @test barrier(; timeout_s = 0.0) === nothing
+    @test bcast!(fill(Float64(rank), 2), 0; timeout_s = 0) == zeros(2)
+    _, request = Iallreduce!(ones(2); timeout_s = 0)
+    @test wait(request) === nothing
+    DDP.Reducer(zeros(Float32, 2); timeout_s = 0) do reducer
+        g = DDP.gradients(reducer)
+        g .= 1
+        wait(DDP.mark_ready!(reducer, g))
+        @test g == ones(Float32, 2)
+    end
+    @test DDP.split(sub -> sums_over(sub, 0:n-1), DDP.world(), 0; timeout_s = 0)
+    @test DDP.split_node(node -> sums_over(node, 0:n-1); timeout_s = 0)
+    # 0 is the parent's timeout, neither none nor never: rank 0, alone in a barrier on a
+    # sub split with timeout 0 from a parent of 2 s, times out after those 2 s, and tells
+    # the others, who join it only after the world's barrier that rank 0 joins then.
+    if n > 1
+        DDP.split(DDP.world(), 0; timeout_s = 2) do parent
+            DDP.split(parent, 0; timeout_s = 0) do sub
+                started = time()
+                if rank == 0
+                    error = ddp_error(() -> barrier(sub; timeout_s = 0), LibDDP.DDP_ERR_TIMEOUT)
+                    @test 1.5 < time() - started < 10
+                    @test occursin("timed out on rank 0", error.message)
+                    barrier()
+                else
+                    barrier()
+                    error = ddp_error(() -> barrier(sub; timeout_s = 0), LibDDP.DDP_ERR_TIMEOUT)
+                    @test occursin("rank 0 gave up", error.message)
+                end
+            end
+            @test sums_over(parent, 0:n-1)  # the parent is untouched
+        end
+    end
+end
+
+testset("a negative, NaN or infinite timeout on one rank: libddp's message, every rank at once") do
+    bad = n - 1
+    rule = "opts->timeout_s must be a finite number >= 0"
+    for (call, collective) in ((() -> barrier(; timeout_s = rank == bad ? -1 : 60), "barrier"),
+                               (() -> allreduce!(ones(2), +; timeout_s = rank == bad ? NaN : 60), "allreduce"),
+                               (() -> bcast!(ones(2), 0; timeout_s = rank == bad ? Inf : 60), "broadcast"),
+                               (() -> wait(Iallreduce!(ones(2); timeout_s = rank == bad ? -0.5 : 60)[2]), "allreduce"),
+                               (() -> allgather(ones(2); timeout_s = rank == bad ? -Inf : 60), "allgather"),
+                               (() -> DDP.Reducer(zeros(Float32, 2); timeout_s = rank == bad ? -1 : 60), "reducer_create"))
+        started = time()
+        error = ddp_error(call, rank == bad ? LibDDP.DDP_ERR_INVALID_ARGUMENT : LibDDP.DDP_ERR_MISMATCH)
+        @test time() - started < 30  # the world's timeout is 1800 s: nobody waited
+        @test occursin(rule, error.message)
+        rank == bad || @test occursin("rank $bad passed invalid arguments to $collective", error.message)
+        @test sums_over(DDP.world(), 0:n-1)  # every rank in step again
+    end
+end
+
+testset("a bad op, root or option of the wrong kind on one rank fails every peer at once") do
+    bad = n - 1
+    no_number(what) = "timeout_s $what: expected a number of seconds (nothing or 0: the communicator's timeout)"
+    for (call, collective, words) in (
+            (() -> allreduce!(ones(2), rank == bad ? (-) : (+)), "allreduce", "op -: use +, *, min, max"),
+            (() -> wait(Iallreduce!(ones(2), rank == bad ? :mean : :sum)[2]), "allreduce", "op :mean: use +"),
+            (() -> reduce!(ones(2), rank == bad ? (/) : (+), 0), "reduce", "op /: use +"),
+            (() -> reduce_scatter(ones(2n), rank == bad ? :mean : :sum), "reduce_scatter", "op :mean: use +"),
+            (() -> allreduce!(ones(2), +; timeout_s = rank == bad ? "60" : 60), "allreduce", no_number("\"60\"")),
+            (() -> wait(Iallreduce!(ones(2); timeout_s = rank == bad ? true : 60)[2]), "allreduce", no_number("true")),
+            (() -> reduce!(ones(2), +, 0; timeout_s = rank == bad ? :never : 60), "reduce", no_number(":never")),
+            (() -> reduce_scatter(ones(2n); timeout_s = rank == bad ? "60" : 60), "reduce_scatter", no_number("\"60\"")),
+            (() -> allgather(ones(2); timeout_s = rank == bad ? false : 60), "allgather", no_number("false")),
+            (() -> bcast!(ones(2), 0; timeout_s = rank == bad ? 1im : 60), "broadcast", no_number("0 + 1im")),
+            (() -> barrier(; timeout_s = rank == bad ? true : 60), "barrier", no_number("true")),
+            (() -> synchronize!((w = ones(2),); timeout_s = rank == bad ? "60" : 60), "sync_optimizer_state",
+             no_number("\"60\"")),
+            (() -> allreduce_gradients((w = ones(2),); timeout_s = rank == bad ? true : 60), "allreduce",
+             no_number("true")),
+            (() -> DDP.Reducer(zeros(Float32, 2); timeout_s = rank == bad ? "60" : 60), "reducer_create",
+             no_number("\"60\"")),
+            (() -> allreduce!(ones(2), +; fusion_bytes = rank == bad ? 1.5 : 1024), "allreduce",
+             "fusion_bytes 1.5: expected an integer number of bytes"),
+            (() -> bcast!(ones(2), rank == bad ? 2^40 : 0), "broadcast", "root 1099511627776: expected a rank"),
+            (() -> synchronize!((w = ones(2),); root_rank = rank == bad ? true : 0), "sync_optimizer_state",
+             "root_rank true: expected a rank"))
+        started = time()
+        error = ddp_error(call, rank == bad ? LibDDP.DDP_ERR_INVALID_ARGUMENT : LibDDP.DDP_ERR_MISMATCH)
+        @test time() - started < 30  # the world's timeout is 1800 s: nobody waited
+        @test occursin(words, error.message)
+        @test occursin(rank == bad ? "rank $bad: " : "rank $bad passed invalid arguments to $collective",
+                       error.message)
         @test sums_over(DDP.world(), 0:n-1)  # every rank in step again
     end
 end

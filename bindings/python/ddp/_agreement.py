@@ -2,12 +2,13 @@
 problem that libddp cannot see, and names leaves by their tree paths.
 
 A rank whose own arguments fail the checks made here (a non-contiguous or
-read-only array, a dtype libddp lacks, a bad op, timeout or tree) still takes
-part in the collective as libddp's C functions do when they refuse their
-arguments (ddp_report_invalid_call): its peers fail at once with
-MismatchError naming this rank and the reason, and this rank raises the
-Python exception itself. Every check therefore runs inside
-`CheckedCall`'s `with` block, and the libddp call after it.
+read-only array, a dtype libddp lacks, a bad op, a timeout that is not a
+number, a bad tree) still takes part in the collective as libddp's C
+functions do when they refuse their arguments (ddp_report_invalid_call): its
+peers fail at once with MismatchError naming this rank and the reason, and
+this rank raises the Python exception itself. Every check therefore runs
+inside `CheckedCall`'s `with` block, and the libddp call after it. Values
+libddp checks itself (a timeout's: see timeout_seconds) are left to it.
 
 libddp agrees on each tensor's dtype and element count, by list index. When
 it reports a mismatch in the list, every rank (all of them got the same
@@ -18,6 +19,7 @@ import ctypes
 import hashlib
 import json
 import math
+import numbers
 import re
 
 import numpy as np
@@ -35,21 +37,43 @@ LIST_MISMATCH = re.compile(r"mismatch: (.* passed \d+ (tensors|leaves|gradients)
 INPUT_OR_OUTPUT = re.compile(r"\b(inputs|outputs)\[(\d+)\]")
 
 
+def seconds(value, name, meanings):
+    """`value`, argument `name`, as the C double of seconds libddp takes:
+    None is 0, libddp's default. Only the type is checked here (TypeError
+    naming `name` and its `meanings`, such as "None or 0: the default"); the
+    value is libddp's to check, as for a C caller, with libddp's message."""
+    if value is None:
+        return 0.0
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} {value!r}: expected a number of seconds ({meanings})")
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond a double: infinite, as libddp will say
+        return math.inf if value > 0 else -math.inf
+
+
+def timeout_seconds(timeout, default):
+    """A timeout as libddp takes it (a C double of seconds): None is 0, which
+    libddp reads as `default`. Only the type is checked here (TypeError);
+    the value is libddp's to check, as for a C caller: a finite number >= 0,
+    0 meaning the default; a negative, NaN or infinite one is refused by the
+    call itself (InvalidArgumentError with libddp's message), which tells
+    the peers of a collective first, so that they fail at once."""
+    return seconds(timeout, "timeout", f"None or 0: {default}")
+
+
 def collective_options(fusion_bytes=None, stream=0, timeout=None, names=None, for_binding=False):
-    """A ddp_collective_options; timeout: seconds for this call (None: the
-    communicator's); names: the timeline's leaf names (a C array that must live
-    as long as the options, which hold it); for_binding: a call this binding
-    makes for its own purposes, numbered apart from the user's in libddp's
-    messages and flight recorder."""
+    """A ddp_collective_options; timeout: seconds for this call (None or 0: the
+    communicator's; see timeout_seconds); names: the timeline's leaf names (a
+    C array that must live as long as the options, which hold it);
+    for_binding: a call this binding makes for its own purposes, numbered
+    apart from the user's in libddp's messages and flight recorder."""
     options = _ffi.ddp_collective_options()
     _ffi.ddp_collective_options_init(options, ctypes.sizeof(options))
     if fusion_bytes is not None:
         options.fusion_bytes = fusion_bytes
     if timeout is not None:
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
-                not 0 < timeout < math.inf:
-            raise ValueError(f"timeout {timeout!r}: must be a positive, finite number of seconds")
-        options.timeout_s = timeout
+        options.timeout_s = timeout_seconds(timeout, "the communicator's")
     options.cuda_stream = stream or None
     options.names = names
     options.for_binding = int(for_binding)
@@ -131,7 +155,7 @@ class CheckedCall:
     def _take_part_as_invalid(self, reason):
         try:
             options = collective_options(timeout=self.timeout)
-        except ValueError:
+        except (TypeError, ValueError):
             options = None  # the timeout itself was the bad argument
         try:
             _ffi.ddp_report_invalid_call(self.comm._handle, self.collective.encode(),

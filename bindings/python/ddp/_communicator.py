@@ -9,14 +9,13 @@ for by name (op="avg") or through allreduce_gradients.
 """
 import ctypes
 import functools
-import math
 import re
 import sys
 
 import numpy as np
 
 from . import _exit, _ffi, _leaf_names, _log_bridge, _trees
-from ._agreement import CheckedCall, collective_options
+from ._agreement import CheckedCall, collective_options, seconds, timeout_seconds
 from ._jit_order import wait_for_jitted_collectives
 from ._ops import op_value
 from ._staging import Staging, is_immutable_array, is_number
@@ -143,13 +142,17 @@ def init(comm=None, backend="auto", timeout=None, log_to_python=True, hang_watch
 
     comm: an mpi4py communicator to adopt (libddp duplicates it; MPI stays
     initialized after finalize). backend: "auto", "self", "mpi" or "nccl".
-    timeout: seconds a collective waits for every rank (default: DDP_TIMEOUT_S,
-    else 1800). log_to_python: libddp's log lines are printed on stderr until
-    the program configures logging, then go to logging.getLogger("ddp");
-    False leaves them to libddp (stderr). hang_watchdog: seconds past a call's
-    deadline that its thread may stay inside MPI before the process is aborted
-    with a message naming the call, so that the launcher ends the job (default:
-    DDP_HANG_WATCHDOG_S, else 60); False turns it off."""
+    timeout: seconds a collective waits for every rank (None or 0: DDP_TIMEOUT_S,
+    else 1800; as for every timeout here, libddp refuses a negative, NaN or
+    infinite one with InvalidArgumentError). log_to_python: libddp's log lines
+    are printed on stderr until the program configures logging, then go to
+    logging.getLogger("ddp"); False leaves them to libddp (stderr).
+    hang_watchdog: seconds past a call's deadline that its thread may stay
+    inside MPI before the process is aborted with a message naming the call,
+    so that the launcher ends the job (None or 0: DDP_HANG_WATCHDOG_S, else
+    60); False (or a negative number) turns it off. As in C: libddp refuses a
+    NaN or infinite one (InvalidArgumentError); one that is no number (a str,
+    True) is a TypeError."""
     global _world
     if backend not in BACKEND_OF_NAME:
         raise ValueError(f"backend {backend!r}: expected one of {', '.join(BACKEND_OF_NAME)}")
@@ -161,17 +164,11 @@ def init(comm=None, backend="auto", timeout=None, log_to_python=True, hang_watch
             raise TypeError(f"comm: expected an mpi4py communicator, got {type(comm).__name__}")
         options.mpi_comm_fortran = comm.py2f()
     if timeout is not None:
-        if not timeout > 0:
-            raise ValueError(f"timeout {timeout!r}: must be a positive number of seconds")
-        options.timeout_s = timeout
-    if hang_watchdog is False:
-        options.hang_watchdog_s = -1
-    elif hang_watchdog is not None:
-        if isinstance(hang_watchdog, bool) or not isinstance(hang_watchdog, (int, float)) or \
-                not 0 < hang_watchdog < math.inf:
-            raise ValueError(f"hang_watchdog {hang_watchdog!r}: must be a positive, finite number "
-                             "of seconds, or False for off")
-        options.hang_watchdog_s = hang_watchdog
+        options.timeout_s = timeout_seconds(timeout, "DDP_TIMEOUT_S, else 1800")
+    # As in C (ddp_init_options.hang_watchdog_s): 0 is the default, < 0 off;
+    # libddp refuses a NaN or infinite one.
+    options.hang_watchdog_s = -1.0 if hang_watchdog is False else seconds(
+        hang_watchdog, "hang_watchdog", "None or 0: DDP_HANG_WATCHDOG_S, else 60; False or < 0: off")
     if log_to_python:
         _log_bridge.route_to_logging()
     handle = ctypes.POINTER(_ffi.ddp_comm)()
@@ -252,7 +249,7 @@ class Communicator:
         types; a Python int averages as a float), "min", "max", "prod".
         stream: for GPU arrays (CuPy, PyTorch), the CUDA stream the call is
         ordered on (default: the legacy default stream); see ddp.h.
-        timeout: seconds this call may take (default: the communicator's)."""
+        timeout: seconds this call may take (None or 0: the communicator's)."""
         with self._checked("allreduce", tensors, "tensors", timeout) as call:
             tensors = call.tree  # read here: see CheckedCall.tree
             rebuild, reduce_op, staging, tensor_list, options = _allreduce_arguments(
@@ -271,7 +268,8 @@ class Communicator:
         """Persistent gradient buckets for arrays shaped like `like` (an array,
         a list or any tree of them): the way to reduce gradients every step.
         Experimental in libddp's C API (ddp_reducer_*). See ddp.Reducer.
-        timeout: seconds each step (and the creation) may take."""
+        timeout: seconds each step (and the creation) may take (None or 0: the
+        communicator's)."""
         return Reducer(self, like, op, fusion_bytes, timeout)
 
     def allreduce_async(self, tensors, op="sum", fusion_bytes=None, stream=None, timeout=None):
@@ -436,9 +434,9 @@ class Communicator:
     def split(self, color, key=0, timeout=None):
         """Splits this communicator as MPI_Comm_split: the ranks passing the
         same color (an int >= 0) form one SubCommunicator, ranked by key (ties:
-        by their rank here), which is returned; a rank passing color=None joins
-        none and gets None. timeout: seconds for the sub-communicator's
-        collectives (default: this communicator's); the split itself is held to
+        by their rank here), which is returned; a rank passing color=None (or
+        -1, C's DDP_COLOR_UNDEFINED) joins none and gets None. timeout: seconds for the sub-communicator's
+        collectives (None or 0: this communicator's); the split itself is held to
         this communicator's. Collective: a bad color, key or timeout on one rank
         raises there and a MismatchError naming that rank on every peer.
         Release it with free() or `with comm.split(...) as sub:`."""
@@ -458,7 +456,7 @@ class Communicator:
 
     def barrier(self, timeout=None):
         """Returns when every rank has called it (or raises TimeoutError past
-        timeout seconds; default: the communicator's)."""
+        timeout seconds; None or 0: the communicator's)."""
         with self._checked("barrier", timeout=timeout):
             options = collective_options(timeout=timeout)
         _ffi.ddp_barrier(self._handle, options)
@@ -523,15 +521,19 @@ def _sub_communicator(split, *arguments):
 
 
 def _color(color):
-    """split's color as libddp takes it: None joins no sub-communicator."""
+    """split's color as libddp takes it, a C int32: None joins no
+    sub-communicator (DDP_COLOR_UNDEFINED, -1, as in C). Only what an int32
+    needs is checked here (an int that fits); the value is libddp's to
+    check, as for a C caller: ddp_comm_split refuses a negative color other
+    than -1 with its own message, telling the peers first."""
     if color is None:
         return _ffi.DDP_COLOR_UNDEFINED
     if isinstance(color, bool) or not isinstance(color, (int, np.integer)):
         raise TypeError(f"color {color!r}: expected an int >= 0, or None to join no "
                         "sub-communicator")
-    if not 0 <= color < 2**31:
-        raise ValueError(f"color {color!r}: expected an int from 0 to 2**31 - 1, or None to "
-                         "join no sub-communicator")
+    if not -2**31 <= color < 2**31:
+        raise ValueError(f"color {color!r}: expected an int >= 0 that fits in 32 bits, or None "
+                         "to join no sub-communicator")
     return int(color)
 
 
@@ -544,14 +546,11 @@ def _key(key):
 
 
 def _split_options(timeout):
-    """The ddp_split_options of a sub-communicator with `timeout` (None: its parent's)."""
+    """The ddp_split_options of a sub-communicator with `timeout` (None or 0: its parent's)."""
     options = _ffi.ddp_split_options()
     _ffi.ddp_split_options_init(options, ctypes.sizeof(options))
     if timeout is not None:
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
-                not 0 < timeout < math.inf:
-            raise ValueError(f"timeout {timeout!r}: must be a positive, finite number of seconds")
-        options.timeout_s = timeout
+        options.timeout_s = timeout_seconds(timeout, "the parent's")
     return options
 
 

@@ -24,7 +24,7 @@ class DistributedDataParallel(torch.nn.Module):
     .grad is left as it was). Without it such a parameter fails the step on
     every rank, naming it. broadcast_buffers: every forward in training
     mode starts from rank 0's buffers (BatchNorm statistics), as torch's.
-    timeout: seconds a step may take (None: the communicator's).
+    timeout: seconds a step may take (None or 0: the communicator's).
 
     CPU parameters only in this version (the buckets live in host memory).
     """

@@ -76,8 +76,9 @@ pub struct InitOptions {
     /// caller keeps MPI initialized until the `Comm` is dropped. Needs
     /// `Backend::Mpi` or `Auto`.
     pub mpi_comm_fortran: Option<i64>,
-    /// How long a collective waits for every rank; `None`: `DDP_TIMEOUT_S`
-    /// or 1800 s. Per call: [`CollectiveOptions::timeout`].
+    /// How long a collective waits for every rank; `None` or
+    /// `Some(Duration::ZERO)`: `DDP_TIMEOUT_S` or 1800 s, as 0 is in C. Per
+    /// call: [`CollectiveOptions::timeout`].
     pub timeout: Option<Duration>,
     /// The last-resort hang watchdog; default [`HangWatchdog::FromEnvironment`].
     pub hang_watchdog: HangWatchdog,
@@ -92,7 +93,9 @@ pub enum HangWatchdog {
     /// `DDP_HANG_WATCHDOG_S` (`0` or `off` there: no watchdog), else 60 s.
     #[default]
     FromEnvironment,
-    /// This grace past the deadline (must be more than zero).
+    /// This grace past the deadline; `After(Duration::ZERO)` is
+    /// [`HangWatchdog::FromEnvironment`], as 0 is in C
+    /// (`ddp_init_options.hang_watchdog_s`).
     After(Duration),
     /// No watchdog: a thread stuck inside MPI stays stuck.
     Off,
@@ -183,14 +186,11 @@ impl Comm {
         };
         opts.mpi_comm_fortran = options.mpi_comm_fortran.unwrap_or(ddp_sys::DDP_NO_MPI_COMM);
         opts.timeout_s = options.timeout.map_or(0.0, |timeout| timeout.as_secs_f64());
+        // As in C: 0 is the default, < 0 off. A Duration is always finite and
+        // >= 0, so libddp's rule for the value (finite) always holds.
         opts.hang_watchdog_s = match options.hang_watchdog {
             HangWatchdog::FromEnvironment => 0.0,
             HangWatchdog::Off => -1.0,
-            HangWatchdog::After(grace) if grace.is_zero() => {
-                return Err(Error::invalid_argument(
-                    "hang_watchdog: HangWatchdog::After needs a grace of more than zero",
-                ))
-            }
             HangWatchdog::After(grace) => grace.as_secs_f64(),
         };
         crate::logging::route_if_logger_installed();

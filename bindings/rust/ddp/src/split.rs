@@ -16,9 +16,10 @@ use crate::{CollectiveOptions, Comm, Result};
 /// [`Comm::split_node_with`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SplitOptions {
-    /// How long the sub-communicator's collectives wait for its ranks
-    /// (more than zero); `None`: its parent's timeout. The split itself is a
-    /// collective on the parent, held to the parent's timeout.
+    /// How long the sub-communicator's collectives wait for its ranks;
+    /// `None` or `Some(Duration::ZERO)`: its parent's timeout, as 0 is in C.
+    /// The split itself is a collective on the parent, held to the parent's
+    /// timeout.
     pub timeout: Option<Duration>,
 }
 
@@ -86,8 +87,7 @@ impl Comm {
         self.split_with(color, key, &SplitOptions::default())
     }
 
-    /// [`Comm::split`] with the sub-communicator's settings; a zero timeout
-    /// is refused as a bad color is. Collective.
+    /// [`Comm::split`] with the sub-communicator's settings. Collective.
     pub fn split_with(&self, color: Option<u32>, key: i32, options: &SplitOptions) -> Result<Option<SubComm<'_>>> {
         Ok(split(self, color, key, options)?.map(sub_comm))
     }
@@ -208,12 +208,10 @@ fn raw_split_options(options: &SplitOptions) -> std::result::Result<ddp_split_op
     let mut opts: ddp_split_options = unsafe { std::mem::zeroed() };
     check(unsafe { ddp_sys::ddp_split_options_init(&mut opts, size_of::<ddp_split_options>() as u32) })
         .map_err(|error| error.to_string())?;
-    match options.timeout {
-        Some(timeout) if timeout.is_zero() => {
-            return Err("timeout: a sub-communicator's timeout must be more than zero (None: its parent's)".into())
-        }
-        Some(timeout) => opts.timeout_s = timeout.as_secs_f64(),
-        None => {}
+    // Any Duration is a timeout libddp takes (finite, >= 0; zero: the parent's):
+    // its value is libddp's to check, as for a C caller.
+    if let Some(timeout) = options.timeout {
+        opts.timeout_s = timeout.as_secs_f64();
     }
     Ok(opts)
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ddp::{
     Backend, CollectiveOptions, Comm, DeviceSlice, ErrorKind, HangWatchdog, InitOptions, LogLevel, Op, Sampler,
-    ShardOptions, Strategy, TensorList,
+    ShardOptions, SplitOptions, Strategy, TensorList,
 };
 
 /// libddp has one live world per process; tests take turns.
@@ -282,21 +282,44 @@ fn second_world_and_finalized_comm() {
     comm.finalize().unwrap();
 }
 
+/// Every setting is one libddp takes: `After(Duration::ZERO)` is the default,
+/// as `hang_watchdog_s = 0` is in C (a `Duration` is never NaN or infinite,
+/// the values libddp refuses).
 #[test]
 fn hang_watchdog_settings_reach_init() {
     let _turn = WORLD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let zero = InitOptions {
-        backend: Backend::Self_,
-        hang_watchdog: HangWatchdog::After(Duration::ZERO),
-        ..Default::default()
-    };
-    let err = Comm::init_with(&zero).unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
-    assert!(err.message().contains("hang_watchdog"), "{}", err.message());
-    for hang_watchdog in [HangWatchdog::Off, HangWatchdog::After(Duration::from_millis(1500))] {
+    for hang_watchdog in [
+        HangWatchdog::FromEnvironment,
+        HangWatchdog::After(Duration::ZERO),
+        HangWatchdog::Off,
+        HangWatchdog::After(Duration::from_millis(1500)),
+    ] {
         let opts = InitOptions { backend: Backend::Self_, hang_watchdog, ..Default::default() };
         Comm::init_with(&opts).unwrap().finalize().unwrap();
     }
+}
+
+/// A zero timeout means the default everywhere, as 0 does in C: init's
+/// (`DDP_TIMEOUT_S` or 1800 s), a call's (the communicator's), a split's (the
+/// parent's). A `Duration` is never negative, NaN or infinite, the timeouts
+/// libddp refuses; what is left to check is that zero reaches libddp as 0.
+#[test]
+fn a_zero_timeout_means_the_default() {
+    let _turn = WORLD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let opts = InitOptions { backend: Backend::Self_, timeout: Some(Duration::ZERO), ..Default::default() };
+    let comm = Comm::init_with(&opts).unwrap();
+    let zero = comm.with(CollectiveOptions::new().timeout(Duration::ZERO));
+    let mut a = vec![1.5f32; 4];
+    zero.allreduce(&mut [&mut a], Op::Sum).unwrap();
+    zero.barrier().unwrap();
+    zero.scope(|s| s.allreduce_async([&mut a], Op::Sum).unwrap().wait()).unwrap().unwrap();
+    assert_eq!(a, vec![1.5f32; 4]);
+    let split = SplitOptions { timeout: Some(Duration::ZERO) };
+    let sub = comm.split_with(Some(0), 0, &split).unwrap().unwrap();
+    sub.with(CollectiveOptions::new().timeout(Duration::ZERO)).barrier().unwrap();
+    sub.free().unwrap();
+    comm.split_node_with(&split).unwrap().free().unwrap();
+    comm.finalize().unwrap();
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! 2×2 grid split by row (`rank / 2`, node-like) and by column (`rank % 2`,
 //! replicas), collectives and a reducer on both, a ranks' key order, a rank
 //! joining none, the node communicator, a timeout in one sub that leaves the
-//! others working, and one rank's bad color or timeout. Fewer ranks run the
-//! same tests on smaller grids.
+//! others working, one rank's bad color, and a zero timeout meaning the
+//! parent's, as in C. Fewer ranks run the same tests on smaller grids.
 mod mpi_harness;
 
 use std::time::{Duration, Instant};
@@ -176,13 +176,48 @@ fn a_bad_color_on_one_rank_makes_every_peer_fail_at_once(world: &Comm) {
     assert!(start.elapsed() < Duration::from_secs(30));
 }
 
-fn a_zero_timeout_on_one_rank_makes_every_peer_fail_at_once(world: &Comm) {
-    let bad = world.rank() == world.size() - 1;
-    let options = SplitOptions { timeout: Some(if bad { Duration::ZERO } else { Duration::from_secs(60) }) };
-    let result = world.split_with(Some(0), 0, &options).map(drop);
-    check_blamed(world, result, "timeout: a sub-communicator's timeout must be more than zero", "comm_split");
-    let result = world.split_node_with(&options).map(drop);
-    check_blamed(world, result, "must be more than zero", "comm_split_node");
+/// Zero is the parent's timeout, as 0 is in C: on one rank only it is no
+/// error, and a sub split with it from a parent of 2 s holds its calls (with
+/// a zero timeout of their own: the sub's) to those 2 s. Rank 0, alone in a
+/// barrier there, times out after them, neither at once nor never, and tells
+/// the others, who join it only after the world's barrier that rank 0 joins then.
+/// (A `Duration` is never negative, NaN or infinite, the timeouts libddp refuses.)
+fn a_zero_timeout_means_the_parents(world: &Comm) {
+    let all = members(world, |_| 0);
+    let zero = SplitOptions { timeout: Some(Duration::ZERO) };
+    let one = SplitOptions {
+        timeout: Some(if world.rank() == world.size() - 1 { Duration::ZERO } else { Duration::from_secs(60) }),
+    };
+    let sub = world.split_with(Some(0), 0, &one).unwrap().unwrap();
+    check_sum(world, &sub, &all, 1.0);
+    sub.free().unwrap();
+    let node = world.split_node_with(&zero).unwrap();
+    check_sum(world, &node, &all, 2.0);
+    node.free().unwrap();
+    if world.size() < 2 {
+        return;
+    }
+    let parent =
+        world.split_with(Some(0), 0, &SplitOptions { timeout: Some(Duration::from_secs(2)) }).unwrap().unwrap();
+    let sub = parent.split_with(Some(0), 0, &zero).unwrap().unwrap();
+    let its_own = sub.with(CollectiveOptions::new().timeout(Duration::ZERO));
+    if world.rank() == 0 {
+        let start = Instant::now();
+        let err = its_own.barrier().unwrap_err();
+        let waited = start.elapsed();
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+        assert!(err.message().contains("timed out on rank 0"), "{err}");
+        assert!(waited > Duration::from_millis(1500) && waited < Duration::from_secs(10), "{waited:?}: {err}");
+        world.barrier().unwrap();
+    } else {
+        world.barrier().unwrap();
+        let err = its_own.barrier().unwrap_err(); // told by rank 0's notice
+        assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+        assert!(err.message().contains("rank 0 gave up"), "{err}");
+    }
+    drop(its_own);
+    drop(sub);
+    check_sum(world, &parent, &all, 3.0); // the parent is untouched
 }
 
 fn main() {
@@ -205,10 +240,7 @@ fn main() {
                 "a_bad_color_on_one_rank_makes_every_peer_fail_at_once",
                 a_bad_color_on_one_rank_makes_every_peer_fail_at_once,
             ),
-            (
-                "a_zero_timeout_on_one_rank_makes_every_peer_fail_at_once",
-                a_zero_timeout_on_one_rank_makes_every_peer_fail_at_once,
-            ),
+            ("a_zero_timeout_means_the_parents", a_zero_timeout_means_the_parents),
         ],
     );
     drop(world);
