@@ -6,8 +6,8 @@
 // plus memcpy of the same bytes (the memory-bandwidth floor), the per-call
 // overhead against a bare 4-byte MPI_Allreduce, and how much of the
 // communication an async allreduce leaves exposed behind compute; and
-// allgather and reduce_scatter against MPI_Allgather and
-// MPI_Reduce_scatter_block on the same bytes; and one buffer of 4 KiB to
+// allgather, reduce_scatter and alltoall against MPI_Allgather,
+// MPI_Reduce_scatter_block and MPI_Alltoall on the same bytes; and one buffer of 4 KiB to
 // 256 MiB against a bare MPI_Allreduce (the shared-memory plane's rows).
 // Each row also carries the cache-line round trip between ranks 0 and 1
 // measured just before it: on a virtual machine the host may place the two
@@ -323,10 +323,11 @@ void must(ddp_status status, const char* what) {
 // The two halves of ZeRO and FSDP against the one MPI call a user would make
 // on the same bytes: allgather in place from this rank's block (as ZeRO
 // gathers its parameters) against MPI_Allgather with MPI_IN_PLACE, and
-// reduce_scatter (SUM) against MPI_Reduce_scatter_block. On one f32 tensor
+// reduce_scatter (SUM) against MPI_Reduce_scatter_block, and alltoall (the
+// token exchange of mixture-of-experts layers) against MPI_Alltoall. On one f32 tensor
 // of 4 KiB to 64 MiB (the whole gathered or reduced tensor), and on a model's
 // list as per-tensor shards (each tensor padded to a multiple of the ranks)
-// against one call on the packed bytes. The four interleave round by round;
+// against one call on the packed bytes. The six interleave round by round;
 // small cases repeat the call so that one timing moves about 4 MiB. Ends
 // with a line of libddp ÷ MPI per case.
 void bench_shards(FILE* csv, const std::string& label, const GradientList& model, int runs) {
@@ -337,24 +338,26 @@ void bench_shards(FILE* csv, const std::string& label, const GradientList& model
     GradientList padded{model.name, {}};
     for (int64_t count : model.counts) padded.counts.push_back((count + size - 1) / size * size);
     cases.push_back(padded);
-    std::string gather_ratios, scatter_ratios;
+    std::string gather_ratios, scatter_ratios, exchange_ratios;
     for (const GradientList& c : cases) {
         const auto n = static_cast<int64_t>(c.counts.size());
         const int calls = static_cast<int>(std::clamp<int64_t>((int64_t{4} << 20) / (c.total() * 4), 1, 100));
-        std::vector<std::vector<float>> full, part;
-        std::vector<ddp_tensor> fulls, parts, blocks;
+        std::vector<std::vector<float>> full, part, exchanged;
+        std::vector<ddp_tensor> fulls, parts, blocks, outs;
         for (int64_t count : c.counts) {
             full.emplace_back(static_cast<size_t>(count), 1.0f + static_cast<float>(rank));
             part.emplace_back(static_cast<size_t>(count / size));
+            exchanged.emplace_back(static_cast<size_t>(count));
         }
         for (size_t i = 0; i < full.size(); ++i) {
             const int64_t count = c.counts[i], shard = count / size;
             fulls.push_back({full[i].data(), count, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
             parts.push_back({part[i].data(), shard, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
             blocks.push_back({full[i].data() + rank * shard, shard, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
+            outs.push_back({exchanged[i].data(), count, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
         }
         std::vector<float> packed(static_cast<size_t>(c.total()), 1.0f + static_cast<float>(rank));
-        std::vector<float> packed_part(packed.size() / static_cast<size_t>(size));
+        std::vector<float> packed_part(packed.size() / static_cast<size_t>(size)), packed_exchanged(packed.size());
         const int shard = static_cast<int>(packed_part.size());
         const Strategies strategies{
             {"libddp allgather",
@@ -378,6 +381,17 @@ void bench_shards(FILE* csv, const std::string& label, const GradientList& model
                  for (int i = 0; i < calls; ++i)
                      MPI_Reduce_scatter_block(packed.data(), packed_part.data(), shard, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
              }},
+            {"libddp alltoall",
+             [&] {
+                 for (int i = 0; i < calls; ++i)
+                     must(ddp_alltoall_tensor_list(world, fulls.data(), outs.data(), n, nullptr), "alltoall");
+             }},
+            {"MPI_Alltoall",
+             [&] {
+                 for (int i = 0; i < calls; ++i)
+                     MPI_Alltoall(packed.data(), shard, MPI_FLOAT, packed_exchanged.data(), shard, MPI_FLOAT,
+                                  MPI_COMM_WORLD);
+             }},
         };
         const std::vector<Stats> stats = interleave(strategies, runs, calls);
         for (size_t k = 0; k < strategies.size(); ++k)
@@ -389,10 +403,13 @@ void bench_shards(FILE* csv, const std::string& label, const GradientList& model
         std::snprintf(ratio, sizeof ratio, "%s%s %.2f", scatter_ratios.empty() ? "" : ", ", c.name.c_str(),
                       stats[2].median / stats[3].median);
         scatter_ratios += ratio;
+        std::snprintf(ratio, sizeof ratio, "%s%s %.2f", exchange_ratios.empty() ? "" : ", ", c.name.c_str(),
+                      stats[4].median / stats[5].median);
+        exchange_ratios += ratio;
     }
     if (rank == 0)
-        std::printf("shards (%s, %d ranks), libddp time / MPI time: allgather %s; reduce_scatter %s\n", label.c_str(),
-                    size, gather_ratios.c_str(), scatter_ratios.c_str());
+        std::printf("shards (%s, %d ranks), libddp time / MPI time: allgather %s; reduce_scatter %s; alltoall %s\n",
+                    label.c_str(), size, gather_ratios.c_str(), scatter_ratios.c_str(), exchange_ratios.c_str());
 }
 
 // A simulated backward pass: the gradients appear last layer first, with

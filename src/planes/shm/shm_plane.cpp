@@ -273,9 +273,11 @@ private:
         case DataOp::allgather: to_buffer(mine, at(args_.send, offset()), bytes(n)); break;
         case DataOp::reduce_scatter:
         case DataOp::alltoall:
-            // Piece `step` of every rank's block, block after block.
+            // Piece `step` of every rank's block, block after block (alltoall's
+            // own block stays: only this rank reads it, from its input).
             for (int block = 0; block < state_->size(); ++block)
-                to_buffer(at(mine, block * n), at(args_.send, block * args_.count + offset()), bytes(n));
+                if (args_.kind == DataOp::reduce_scatter || block != me())
+                    to_buffer(at(mine, block * n), at(args_.send, block * args_.count + offset()), bytes(n));
             break;
         }
     }
@@ -347,9 +349,11 @@ private:
         case DataOp::reduce_scatter: break;
         case DataOp::alltoall:
             // Every rank's piece of the block meant for this rank, into that rank's block.
-            for (int rank = 0; rank < state_->size(); ++rank)
-                std::memcpy(at(args_.data, rank * args_.count + offset()), at(state_->buffer(rank, s), me() * n),
-                            bytes(n));
+            for (int rank = 0; rank < state_->size(); ++rank) {
+                const std::byte* from = rank == me() ? at(args_.send, me() * args_.count + offset())
+                                                     : at(state_->buffer(rank, s), me() * n);
+                std::memcpy(at(args_.data, rank * args_.count + offset()), from, bytes(n));
+            }
             break;
         }
     }
