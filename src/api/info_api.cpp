@@ -82,11 +82,11 @@ DDP_API ddp_status ddp_backend_name(const ddp_comm* comm, const char** name) {
 
 DDP_API ddp_status ddp_log(const ddp_comm* comm, ddp_log_level level, const char* msg) {
     return guarded([&] {
-        const ControlChannel& backend = live_comm(comm).channel();
+        const ControlChannel& channel = live_comm(comm).channel();
         require_not_null(msg, "msg");
         if (!is_valid_log_level(level))
             fail(DDP_ERR_INVALID_ARGUMENT, "level " + std::to_string(level) + " is not a ddp_log_level");
-        log_line(backend.rank(), backend.size(), level, msg);
+        log_line(channel.rank(), channel.size(), level, msg);
     });
 }
 

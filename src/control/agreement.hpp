@@ -43,7 +43,7 @@ struct CarriedAllreduce {
     void* data = nullptr;
     int64_t count = 0;
     ddp_dtype dtype = DDP_DTYPE_U8;
-    ddp_op op = DDP_OP_SUM;  ///< as the backend takes it (no AVG)
+    ddp_op op = DDP_OP_SUM;  ///< as a plane takes it (no AVG)
 };
 
 /// Agrees on the encoded call `words` (from encode), carrying `carried`

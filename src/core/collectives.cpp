@@ -87,7 +87,7 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
         return;
     }
     // Past agreement the peers count on this rank: if it fails on its own
-    // (out of memory, a backend error), they are told at once instead of
+    // (out of memory, a plane's error), they are told at once instead of
     // waiting for their timeout.
     try {
         if (call.on_device)

@@ -30,9 +30,9 @@ double avg_divisor(Communicator& comm, ddp_op op) {
 std::unique_ptr<Pending> start_allreduce_step(Communicator& comm, void* data, int64_t count, ddp_dtype dtype,
                                               ddp_op op, std::shared_ptr<void> memory, const char** plane_name) {
     const int64_t bytes = count * static_cast<int64_t>(element_size(dtype));
-    HostPlane& plane = comm.planes().host_for(DataOp::allreduce, dtype, backend_op(op), bytes);
+    HostPlane& plane = comm.planes().host_for(DataOp::allreduce, dtype, plane_op(op), bytes);
     if (plane_name != nullptr) *plane_name = plane.name();
-    std::unique_ptr<Pending> operation = plane.start_allreduce(data, count, dtype, backend_op(op));
+    std::unique_ptr<Pending> operation = plane.start_allreduce(data, count, dtype, plane_op(op));
     if (!memory || !operation) return operation;
     return std::make_unique<HoldingMemory>(std::move(operation), std::move(memory));
 }

@@ -12,8 +12,8 @@ namespace ddp {
 
 int64_t step_bytes(const PlanStep& step);
 
-/// The op a plane runs for `op`: SUM for AVG (divided afterwards).
-inline ddp_op backend_op(ddp_op op) { return op == DDP_OP_AVG ? DDP_OP_SUM : op; }
+/// The reduction a host plane runs for `op`: SUM for AVG (divided afterwards).
+inline ddp_op plane_op(ddp_op op) { return op == DDP_OP_AVG ? DDP_OP_SUM : op; }
 
 /// What AVG divides the sum by: the communicator's size (1 for other ops).
 double avg_divisor(Communicator& comm, ddp_op op);

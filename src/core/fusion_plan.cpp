@@ -9,7 +9,7 @@
 namespace ddp {
 
 namespace {
-// Below this size one more backend call costs more than copying the tensor
+// Below this size one more plane operation costs more than copying the tensor
 // into a bucket and back (see bench/ for the measurements behind it).
 constexpr int64_t small_tensor_bytes = 64 * 1024;
 }  // namespace

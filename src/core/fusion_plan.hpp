@@ -35,7 +35,7 @@ FusionPolicy policy_for_bucket_bytes(int64_t bucket_bytes);
 /// the order a backward pass marks them.
 FusionPolicy gradient_bucket_policy(int64_t bucket_bytes);
 
-/// One backend call: a bucket of several tensors, or one tensor in place.
+/// One plane operation: a bucket of several tensors, or one tensor in place.
 struct PlanStep {
     ddp_dtype dtype;
     bool fused;

@@ -86,7 +86,7 @@ private:
     /// Records bucket `b`'s reduction on the timeline, from start to now.
     void trace_bucket(size_t b, uint64_t sequence);
     /// Ends the step; after a failure, reductions still in flight stay with
-    /// the backend (holding their buckets' storage).
+    /// the control channel (holding their buckets' storage).
     void close_step(bool failed);
 
     Communicator& comm_;

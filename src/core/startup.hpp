@@ -1,8 +1,8 @@
 // ddp_init's start of the world: the settings from the options and the
-// environment, the backend they choose, the rank's GPU, NCCL over the host
-// backend, and the timeline when DDP_TIMELINE asks for one. Every rank
-// fails together (control/startup's exchange), and a failed start waits a
-// bounded time for its peers before it releases the backend.
+// environment, the backend they choose, the rank's GPU, the transport and
+// NCCL's device plane beside it, and the timeline when DDP_TIMELINE asks for
+// one. Every rank fails together (control/startup's exchange), and a failed
+// start waits a bounded time for its peers before it releases the transport.
 #pragma once
 
 #include "core/comm_registry.hpp"

@@ -11,7 +11,7 @@ namespace ddp {
 namespace {
 
 void allreduce_on_host(Communicator& comm, CallContext& context, const CollectiveCall& call, const FusionPlan& plan) {
-    const ddp_op op = backend_op(call.op);
+    const ddp_op op = plane_op(call.op);
     const InPlaceSteps steps(
         plan, call.tensors,
         {.op = DataOp::allreduce,
@@ -58,7 +58,7 @@ void allreduce_in_agreement(Communicator& comm, CallContext& context, const Coll
     }
     const ddp_dtype dtype = dtype_of(call.tensors[0]);
     const CarriedAllreduce carried{bucket, bytes / static_cast<int64_t>(element_size(dtype)), dtype,
-                                   backend_op(call.op)};
+                                   plane_op(call.op)};
     agree(comm.channel(), comm.control(), context, words, &carried, nullptr, call.names);
     trace::Span span(timeline, call.op == DDP_OP_AVG ? "unpack + divide" : "unpack", trace::Row::work, context.sequence);
     if (span.on()) span.event().bytes = bytes;

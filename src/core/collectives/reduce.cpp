@@ -9,7 +9,7 @@ namespace ddp {
 namespace {
 
 void reduce_on_host(Communicator& comm, CallContext& context, const CollectiveCall& call, const FusionPlan& plan) {
-    const ddp_op op = backend_op(call.op);
+    const ddp_op op = plane_op(call.op);
     const int root = call.root;
     const InPlaceSteps steps(plan, call.tensors,
                              {.op = DataOp::reduce,

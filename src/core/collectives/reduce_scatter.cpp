@@ -21,7 +21,7 @@ public:
         : ranks_(comm.size()), divisor_(avg_divisor(comm, call.op)), plan_(plan), call_(call) {}
 
     DataOp op() const override { return DataOp::reduce_scatter; }
-    ddp_op reduction() const override { return backend_op(call_.op); }
+    ddp_op reduction() const override { return plane_op(call_.op); }
     // Every rank's blocks, then this rank's reduced block.
     size_t bucket_bytes(const PlanStep& step) const override {
         const auto bytes = static_cast<size_t>(step_bytes(step));

@@ -1,5 +1,5 @@
 // The element-wise arithmetic libddp does itself on host memory rather than
-// through the backend: reductions MPI cannot do as libddp defines them
+// through MPI: reductions MPI cannot do as libddp defines them
 // (16-bit floats, MIN/MAX that propagate NaN) and the division that turns
 // SUM into AVG. Pointers may be unaligned: tensors may start at any byte.
 #pragma once
