@@ -2,8 +2,9 @@
 
 #include <cmath>
 
-#include "planes/transport.hpp"
 #include "control/hang_watchdog.hpp"
+#include "planes/planes_in_front.hpp"
+#include "planes/transport.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -62,10 +63,8 @@ Settings resolve_settings(const ddp_init_options& opts) {
     settings.timeline_path = env_string("DDP_TIMELINE").value_or("");
     settings.flight_recorder_size = env_count("DDP_FLIGHT_RECORDER_SIZE", int64_t{1} << 20).value_or(64);
     settings.flight_recorder_dir = env_string("DDP_FLIGHT_RECORDER_DIR").value_or("");
-    settings.hierarchical = env_switch("DDP_HIERARCHICAL").value_or(true);
-    settings.shm = env_switch("DDP_SHM");
-    settings.shm_stream = env_switch("DDP_SHM_STREAM");
     settings.autotune_buckets = env_switch("DDP_AUTOTUNE").value_or(true) && !fusion_bytes;
+    check_planes_environment();
     return settings;
 }
 

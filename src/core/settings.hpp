@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include "control/peer_liveness.hpp"
@@ -31,14 +30,6 @@ struct Settings {
     int64_t flight_recorder_size = 64;
     /// DDP_FLIGHT_RECORDER_DIR: where automatic dumps go ("": the log).
     std::string flight_recorder_dir;
-    /// DDP_HIERARCHICAL: the hierarchical plane where ranks span nodes.
-    bool hierarchical = true;
-    /// DDP_SHM: whether ranks sharing a node use the shared-memory plane
-    /// (unset: where each rank has a CPU of its own).
-    std::optional<bool> shm;
-    /// DDP_SHM_STREAM: whether the shared-memory plane streams its copies
-    /// past the caches (unset: where it measures the ranks' cores far apart).
-    std::optional<bool> shm_stream;
     /// DDP_AUTOTUNE: whether a call with no fusion_bytes of its own gets its
     /// bucket size by measurement (core/bucket_tuning.hpp) instead of
     /// fusion_bytes above. DDP_FUSION_BYTES, a size chosen by hand, turns it off.
