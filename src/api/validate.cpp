@@ -5,7 +5,6 @@
 #include <numeric>
 #include <vector>
 
-#include "planes/host_plane.hpp"
 #include "util/dtype.hpp"
 
 namespace ddp {

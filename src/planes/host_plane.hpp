@@ -26,10 +26,6 @@ struct Piece {
     size_t bytes;
 };
 
-/// The most elements one rank's shard of a reduce_scatter step may hold
-/// (within one MPI count); the C boundary refuses larger shards.
-constexpr int64_t max_shard_elements = (int64_t{1} << 30) - 1;
-
 class HostPlane {
 public:
     virtual ~HostPlane() = default;

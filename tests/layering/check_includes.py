@@ -27,10 +27,7 @@ MAY_INCLUDE = {
 # Known includes against the direction, each with the reason it is still
 # here. One that no longer occurs is reported (remove it from this list),
 # not counted as a failure.
-KNOWN = {
-    ("api/validate.cpp", "planes/host_plane.hpp"): "max_shard_elements: the most one reduce_scatter step "
-    "of the mpi plane takes (an MPI count), which the boundary refuses with a clear message",
-}
+KNOWN = {}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 

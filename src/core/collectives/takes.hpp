@@ -5,6 +5,8 @@
 // its arguments itself.
 #pragma once
 
+#include <cstdint>
+
 namespace ddp {
 
 /// How a collective sizes its outputs from its inputs.
@@ -14,6 +16,10 @@ enum class Sharding {
     scatter,  ///< reduce_scatter: each output holds 1/size of its input
     exchange, ///< alltoall: each output holds as many elements as its input, a multiple of `size`
 };
+
+/// The most elements one rank's shard (reduce_scatter) or block (alltoall)
+/// may hold: one MPI count, which the mpi plane moves in one operation.
+constexpr int64_t max_shard_elements = (int64_t{1} << 30) - 1;
 
 struct Takes {
     const char* list_name = "tensors";  ///< what messages call the list

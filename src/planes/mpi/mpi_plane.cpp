@@ -91,7 +91,7 @@ public:
 
     std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count, ddp_dtype dtype,
                                                   ddp_op op) override {
-        // The C boundary keeps a shard within one MPI count (max_shard_elements).
+        // The C boundary keeps a shard within one MPI count (core/collectives/takes.hpp).
         auto requests = std::make_unique<Requests>();
         check(MPI_Ireduce_scatter_block(send, recv, static_cast<int>(count), mpi_type(dtype), data_.ops->get(dtype, op),
                                         data_.comm, requests->add()),
@@ -100,7 +100,7 @@ public:
     }
 
     std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) override {
-        // The C boundary keeps a block within one MPI count (max_shard_elements).
+        // The C boundary keeps a block within one MPI count (core/collectives/takes.hpp).
         auto requests = std::make_unique<Requests>();
         const MPI_Datatype type = mpi_type(dtype);
         check(MPI_Ialltoall(send, static_cast<int>(count), type, recv, static_cast<int>(count), type, data_.comm,
