@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "control/control_plane.hpp"
+#include "control/finalize_barrier.hpp"
 #include "util/error.hpp"
 
 namespace ddp {
@@ -41,13 +42,7 @@ void fail_together(ControlChannel& channel, const std::optional<Error>& mine, do
 
 bool all_reach(ControlChannel& channel, double seconds) {
     ControlPlane control(channel, seconds, seconds, default_hang_grace_s);
-    CallContext context = control.begin(CollectiveKind::barrier, 0);
-    try {
-        control.wait(context, channel.start_finalize_barrier(), WaitStyle::for_peers);
-        return true;
-    } catch (const Error&) {
-        return false;
-    }
+    return all_reach_finalize(channel, control, seconds);
 }
 
 }  // namespace ddp

@@ -62,11 +62,7 @@ Request start_in_background(Communicator& comm, CollectiveCall call) {
         call.names = name_pointers;
         trace::Timeline& timeline = comm.control().timeline();
         if (timeline.on() && queued_ns != 0) {
-            trace::Event queued;
-            queued.name = "queued";
-            queued.tid = trace::thread_row(trace::Row::queue);
-            queued.ts_ns = queued_ns;
-            queued.dur_ns = trace::now_ns() - queued_ns;
+            trace::Event queued = trace::ended_now("queued", trace::thread_row(trace::Row::queue), queued_ns, 0);
             queued.bytes = 0;
             for (const ddp_tensor& tensor : call.tensors) queued.bytes += static_cast<int64_t>(byte_size(tensor));
             timeline.record(std::move(queued));

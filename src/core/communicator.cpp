@@ -1,8 +1,7 @@
 #include "core/communicator.hpp"
 
-#include <algorithm>
-#include <thread>
 
+#include "control/finalize_barrier.hpp"
 #include "planes/planes_in_front.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -109,42 +108,6 @@ std::span<std::byte> Communicator::fusion_buffer(size_t bytes) {
     return {buffer_.data(), bytes};
 }
 
-bool Communicator::peers_reach_finalize() {
-    // How long a silent peer may take to answer before it counts as gone.
-    constexpr double answer_wait_s = 2;
-    // After a timeout, peers that still answer get at least this long to
-    // notice (at their next call) and reach finalize themselves.
-    constexpr double broken_peer_wait_s = 30;
-    std::unique_ptr<Pending> barrier = channel().start_finalize_barrier();
-    if (!barrier) return true;
-    // After a timeout, a peer that no longer answers is dead or hung: waiting
-    // for it would only delay this process's exit. Without a background
-    // responder, silence proves nothing, so only the timeout ends the wait.
-    const bool silence_means_gone = control_.broken() && channel().answers_in_background();
-    const double wait_s = silence_means_gone ? std::max(settings_.timeout_s, broken_peer_wait_s) : settings_.timeout_s;
-    const auto give_up_at = deadline_after(wait_s);
-    // The hang watchdog holds this wait to its end (a last question may start just before).
-    const auto watched = control_.watch_finalize(deadline_after(wait_s + answer_wait_s));
-    for (auto next_question = Clock::now() + std::chrono::milliseconds(500);;) {
-        channel().poll_control();
-        if (barrier->test()) return true;
-        const auto now = Clock::now();
-        if (now > give_up_at) break;
-        if (silence_means_gone && now > next_question) {
-            const auto answers = channel().ask_peers(deadline_after(answer_wait_s));
-            for (size_t peer = 0; peer < answers.size(); ++peer)
-                if (static_cast<int>(peer) != channel().rank() && !answers[peer] && !barrier->test()) {
-                    channel().abandon(std::move(barrier));
-                    return false;
-                }
-            next_question = Clock::now() + std::chrono::milliseconds(500);
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    channel().abandon(std::move(barrier));
-    return false;
-}
-
 void Communicator::stop_taking_part() {
     worker_.stop();
     // A peer still inside (or about to start) a collective this rank never
@@ -165,7 +128,7 @@ void Communicator::finalize(std::span<Communicator* const> subs) {
     for (Communicator* sub : subs) sub_entries.push_back(std::make_unique<Entry>(sub->in_use_));
     for (Communicator* sub : subs) sub->stop_taking_part();
     stop_taking_part();
-    const bool peers_present = peers_reach_finalize();
+    const bool peers_present = all_reach_finalize(channel(), control_, settings_.timeout_s);
     if (!peers_present)
         log_line(channel().rank(), channel().size(), DDP_LOG_ERROR,
                  name().empty()

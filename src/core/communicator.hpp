@@ -108,9 +108,6 @@ private:
     class Entry;
     /// Fails with the open exclusive span's refusal, if one is open.
     void refuse_during_exclusive_span() const;
-    /// Whether every rank reaches finalize: waits up to the timeout, or
-    /// less after a timeout when a silent peer shows it is gone.
-    bool peers_reach_finalize();
     /// Finalize's first step: no async work and no further collective here.
     void stop_taking_part();
     /// Finalize's last step: the timeline file completed, the planes released.

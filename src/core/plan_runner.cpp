@@ -25,12 +25,8 @@ void record_transfer(trace::Timeline& timeline, const CallContext& context, cons
                      const CollectiveCall& call, int64_t started_ns, const char* plane) {
     if (!timeline.on()) return;
     const PlanStep& step = plan.steps[index];
-    trace::Event transfer;
-    transfer.name = "transfer";
-    transfer.tid = trace::thread_row(trace::Row::transfer, static_cast<int>(index % 2));
-    transfer.ts_ns = started_ns;
-    transfer.dur_ns = trace::now_ns() - started_ns;
-    transfer.sequence = context.sequence;
+    trace::Event transfer = trace::ended_now(
+        "transfer", trace::thread_row(trace::Row::transfer, static_cast<int>(index % 2)), started_ns, context.sequence);
     transfer.bytes = step_bytes(step);
     transfer.index = static_cast<int64_t>(index);
     transfer.plane = plane;

@@ -227,12 +227,7 @@ void Reducer::trace_bucket(size_t b, uint64_t sequence) {
     const Bucket& bucket = buckets_[b];
     const PlanStep& step = plan_.steps[b];
     if (!timeline.on() || bucket.started_ns == 0) return;  // started before the timeline was
-    trace::Event event;
-    event.name = "bucket";
-    event.tid = bucket.timeline_row;
-    event.ts_ns = bucket.started_ns;
-    event.dur_ns = trace::now_ns() - bucket.started_ns;
-    event.sequence = sequence;
+    trace::Event event = trace::ended_now("bucket", bucket.timeline_row, bucket.started_ns, sequence);
     event.bytes = step_bytes(step);
     event.index = static_cast<int64_t>(b);
     event.plane = *bucket.plane != 0 ? bucket.plane : comm_.transport().name();  // "": it moved nothing
@@ -298,12 +293,8 @@ void Reducer::close_step(bool failed) {
     next_to_start_ = 0;
     trace::Timeline& timeline = comm_.control().timeline();
     if (timeline.on() && step_started_ns_ != 0) {
-        trace::Event event;
-        event.name = "reducer step";
-        event.tid = trace::thread_row(trace::Row::calls);
-        event.ts_ns = step_started_ns_;
-        event.dur_ns = trace::now_ns() - step_started_ns_;
-        event.sequence = step_->sequence;
+        trace::Event event = trace::ended_now("reducer step", trace::thread_row(trace::Row::calls), step_started_ns_,
+                                              step_->sequence);
         event.plane = comm_.transport().name();
         event.failed = failed;
         event.bytes = 0;

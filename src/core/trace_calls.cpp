@@ -26,12 +26,8 @@ void start_timeline(Communicator& comm, const std::string& path) {
             const int64_t started_ns = trace::now_ns();
             agree(channel, control, context, encode(CallDescription{CollectiveKind::timeline_start, DDP_OP_SUM, 0, 0, 0, {}}));
             timeline.start(measure_clock_offset(channel, control, context));
-            trace::Event call;
-            call.name = kind_name(static_cast<uint64_t>(CollectiveKind::timeline_start));
-            call.tid = trace::thread_row(trace::Row::calls);
-            call.ts_ns = started_ns;
-            call.dur_ns = trace::now_ns() - started_ns;
-            call.sequence = context.sequence;
+            trace::Event call = trace::ended_now(kind_name(static_cast<uint64_t>(CollectiveKind::timeline_start)),
+                                                 trace::thread_row(trace::Row::calls), started_ns, context.sequence);
             call.plane = comm.backend_name();
             timeline.record(std::move(call));
         } catch (...) {

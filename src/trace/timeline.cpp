@@ -270,6 +270,16 @@ void Span::end() {
     timeline_->record(std::move(*event_));
 }
 
+Event ended_now(const char* name, int tid, int64_t started_ns, uint64_t sequence) {
+    Event event;
+    event.name = name;
+    event.tid = tid;
+    event.ts_ns = started_ns;
+    event.dur_ns = now_ns() - started_ns;
+    event.sequence = sequence;
+    return event;
+}
+
 void instant(Timeline& timeline, const char* name, Row row, uint64_t sequence, int64_t index,
              const char* index_name, std::string names) {
     if (!timeline.on()) return;

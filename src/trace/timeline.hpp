@@ -134,6 +134,11 @@ private:
     int uncaught_ = 0;
 };
 
+/// A complete (X) event on row `tid` for what began at `started_ns` and
+/// ends now, for work whose start and end are in different places (a
+/// transfer, a bucket, a queued request); Span serves one scope.
+Event ended_now(const char* name, int tid, int64_t started_ns, uint64_t sequence);
+
 /// An instant (i) event on the calling thread's row.
 void instant(Timeline& timeline, const char* name, Row row, uint64_t sequence, int64_t index,
              const char* index_name, std::string names = {});
