@@ -181,6 +181,27 @@ TEST_P(Streams, BroadcastReduceSyncAndCheckReplicas) {
     }
 }
 
+TEST_P(Streams, AlltoallEveryDtypeAndListShape) {
+    // Block j of each rank's input to rank j: on nccl a group of
+    // ncclSend/ncclRecv, on mpi staged through the host planes.
+    const ddp_collective_options opts = on(stream);
+    for (ddp_dtype dtype : all_dtypes)
+        for (const std::vector<size_t>& shape : list_shapes) {
+            std::vector<size_t> counts;
+            for (size_t count : shape) counts.push_back(count * static_cast<size_t>(size));
+            DeviceList inputs(dtype, counts, rank, stream), outputs(dtype, counts, rank, stream);
+            DDP_OK_(ddp_alltoall_tensor_list(world, inputs.tensors.data(), outputs.tensors.data(),
+                                             static_cast<int64_t>(counts.size()), &opts));
+            outputs.expect(
+                stream,
+                [&](size_t t, size_t e) {
+                    const size_t block = shape[t], from = e / block;
+                    return value_of(static_cast<int>(from), t, static_cast<size_t>(rank) * block + e % block);
+                },
+                "alltoall of " + std::to_string(counts.size()) + " tensors, dtype " + std::to_string(dtype));
+        }
+}
+
 INSTANTIATE_TEST_SUITE_P(Gpu, Streams, ::testing::Values(0, 1, 2),
                          [](const auto& info) { return std::string(info.param == 0 ? "LegacyDefault"
                                                                    : info.param == 1 ? "PerThread"
