@@ -1,6 +1,6 @@
 """PyTorch CUDA tensors through the Python package on a GPU, run by
 scripts/gpu-proof (under mpirun): every rank allreduces, reduce-scatters,
-allgathers and broadcasts torch tensors on a stream of its own, blocking and
+allgathers, exchanges (alltoall) and broadcasts torch tensors on a stream of its own, blocking and
 async, and compares with the values computed on the host. Exits non-zero on
 any difference."""
 import sys
@@ -38,6 +38,16 @@ def main():
     stream.synchronize()
     assert torch.equal(gathered.cpu(), torch.arange(4 * comm.size, dtype=torch.float32) * factor), gathered
 
+    # alltoall: block j of each rank's tokens to rank j (ncclSend/ncclRecv on nccl).
+    with torch.cuda.stream(stream):
+        tokens = torch.arange(3 * comm.size, dtype=torch.float32, device=device) + 100 * comm.rank
+        routed = torch.empty_like(tokens)
+    comm.alltoall(tokens, out=routed, stream=stream)
+    stream.synchronize()
+    expect = torch.cat([torch.arange(3 * comm.rank, 3 * comm.rank + 3, dtype=torch.float32) + 100 * r
+                        for r in range(comm.size)])
+    assert torch.equal(routed.cpu(), expect), (routed, expect)
+
     with torch.cuda.stream(stream):
         params = torch.arange(4096, dtype=torch.float16, device=device) * (comm.rank + 1)
     comm.broadcast(params, root=0, stream=stream)
@@ -53,7 +63,7 @@ def main():
     assert float(total) == (1 << 16) * sum(range(comm.size)), float(total)
     nccl = ".".join(map(str, torch.cuda.nccl.version()))
     comm.log(f"torch on {comm.backend}, cuda:{comm.device} (torch's NCCL: {nccl}): allreduce, reduce_scatter, "
-             "allgather, broadcast, async all match")
+             "allgather, alltoall, broadcast, async all match")
     comm.finalize()
 
 

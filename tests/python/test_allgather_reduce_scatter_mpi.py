@@ -1,5 +1,6 @@
-"""allgather and reduce_scatter across real MPI ranks: run under `mpirun -np 2`
-and `-np 3` (scripts/run-python-tests). mpi4py computes the references."""
+"""allgather, reduce_scatter and alltoall across real MPI ranks: run under
+`mpirun -np 2` and `-np 3` (scripts/run-python-tests). mpi4py computes the
+references."""
 import os
 import time
 
@@ -47,6 +48,13 @@ def shard(array, rank):
     return array[rank * rows:(rank + 1) * rows]
 
 
+def exchanged(dtype, shape, rank):
+    """What alltoall leaves on `rank`: block `rank` of every rank's leaf, in rank order."""
+    blocks = [np.array_split(rank_values(dtype, shape, r).reshape(-1), WORLD.size)[rank]
+              for r in range(WORLD.size)]
+    return np.concatenate(blocks).reshape(shape)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_allgather_every_dtype_concatenates_along_the_first_dimension(comm, dtype):
     shapes = [(3,), (2, 5), (0,), (1000,), ()]
@@ -76,6 +84,51 @@ def test_reduce_scatter_every_dtype_gives_this_ranks_rows(comm, dtype, op):
         expected = shard(reduced(op, dtype, shape), comm.rank)
         np.testing.assert_array_equal(shard_leaf.astype(np.float64), expected.astype(np.float64))
         np.testing.assert_array_equal(leaf, original)  # inputs are only read
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("fusion_bytes", [None, -1], ids=["fused", "unfused"])
+def test_alltoall_every_dtype_sends_block_j_to_rank_j(comm, dtype, fusion_bytes):
+    shapes = [(comm.size,), (2 * comm.size, 3), (0, 4), (1000 * comm.size,), (comm.size, 5)]
+    inputs = [rank_values(dtype, shape, comm.rank) for shape in shapes]
+    before = [leaf.copy() for leaf in inputs]
+    result = comm.alltoall(inputs, fusion_bytes=fusion_bytes)
+    for exchanged_leaf, leaf, original, shape in zip(result, inputs, before, shapes):
+        assert exchanged_leaf.dtype == np.dtype(dtype) and exchanged_leaf.shape == shape
+        np.testing.assert_array_equal(exchanged_leaf, exchanged(dtype, shape, comm.rank))
+        np.testing.assert_array_equal(leaf, original)  # inputs are only read
+        # mpi4py's Alltoall of the same blocks, as a reference computed apart
+        reference = np.empty(leaf.size, np.float64)
+        WORLD.Alltoall(original.astype(np.float64).reshape(-1), reference)
+        np.testing.assert_array_equal(exchanged_leaf.astype(np.float64).reshape(-1), reference)
+
+
+def test_alltoall_twice_gives_the_input_back_in_place_of_out(comm):
+    tokens = {"experts": rank_values(np.float32, (4 * comm.size, 3), comm.rank),
+              "ids": rank_values(np.int64, (comm.size,), comm.rank),
+              "gate": jnp.asarray(rank_values(np.float32, (2 * comm.size,), comm.rank))}
+    out = {"experts": np.zeros((4 * comm.size, 3), np.float32),
+           "ids": np.zeros(comm.size, np.int64), "gate": np.zeros(2 * comm.size, np.float32)}
+    assert comm.alltoall(tokens, out=out, fusion_bytes=64) is out
+    np.testing.assert_array_equal(out["ids"], exchanged(np.int64, (comm.size,), comm.rank))
+    back = comm.alltoall(out)
+    for name in tokens:
+        np.testing.assert_array_equal(back[name], np.asarray(tokens[name]))
+    assert isinstance(comm.alltoall(tokens["gate"]), np.ndarray)
+
+
+def test_alltoall_async_returns_the_result_at_wait(comm):
+    tokens = {"w": rank_values(np.float64, (100000 * comm.size,), comm.rank),
+              "b": rank_values(np.float16, (comm.size, 2), comm.rank)}
+    exchanging = comm.alltoall_async(tokens, fusion_bytes=4096)
+    out = [np.zeros((comm.size, 7), np.int32)]
+    into_out = comm.alltoall_async([rank_values(np.int32, (comm.size, 7), comm.rank)], out=out)
+    result = exchanging.wait()
+    np.testing.assert_array_equal(result["w"], exchanged(np.float64, (100000 * comm.size,),
+                                                         comm.rank))
+    np.testing.assert_array_equal(result["b"], exchanged(np.float16, (comm.size, 2), comm.rank))
+    assert into_out.wait() is out and into_out.done()
+    np.testing.assert_array_equal(out[0], exchanged(np.int32, (comm.size, 7), comm.rank))
 
 
 def test_trees_with_and_without_out(comm):
@@ -212,12 +265,52 @@ BAD_CALLS = {
                                          timeout=PEER_TIMEOUT).wait(),
         lambda c: c.reduce_scatter_async({"w": np.ones(c.size)}, timeout=PEER_TIMEOUT).wait(),
         ValueError, "out has 2 leaves but tensors has 1"),
+    "alltoall count not a multiple of size": (
+        "alltoall",
+        lambda c: c.alltoall({"w": np.ones(c.size + 1)}, timeout=PEER_TIMEOUT),
+        lambda c: c.alltoall({"w": np.ones(c.size)}, timeout=PEER_TIMEOUT),
+        ddp.InvalidArgumentError,
+        "count is {size_plus_1}, not a multiple of the {size} ranks alltoall sends its blocks to"),
+    "alltoall_async count not a multiple of size": (
+        "alltoall",
+        lambda c: c.alltoall_async([np.ones((2 * c.size + 1, 1))], timeout=PEER_TIMEOUT).wait(),
+        lambda c: c.alltoall_async([np.ones((2 * c.size, 1))], timeout=PEER_TIMEOUT).wait(),
+        ddp.InvalidArgumentError,
+        "count is {twice_size_plus_1}, not a multiple of the {size} ranks alltoall sends its "
+        "blocks to"),
+    "alltoall wrong out shape": (
+        "alltoall",
+        lambda c: c.alltoall(_tree(c), out=_exchange_out(c, (c.size + 1,)), timeout=PEER_TIMEOUT),
+        lambda c: c.alltoall(_tree(c), out=_exchange_out(c), timeout=PEER_TIMEOUT),
+        ValueError, "out['layer2']['bias']: shape"),
+    "alltoall_async wrong out dtype": (
+        "alltoall",
+        lambda c: c.alltoall_async(_tree(c), out=_exchange_out(c, bias_dtype=np.int32),
+                                   timeout=PEER_TIMEOUT).wait(),
+        lambda c: c.alltoall_async(_tree(c), out=_exchange_out(c), timeout=PEER_TIMEOUT).wait(),
+        TypeError, "out['layer2']['bias']: dtype int32, but tensors['layer2']['bias'] is float32"),
+    "alltoall wrong dtype": (
+        "alltoall",
+        lambda c: c.alltoall({"w": np.ones(c.size, np.complex64)}, timeout=PEER_TIMEOUT),
+        lambda c: c.alltoall({"w": np.ones(c.size, np.float32)}, timeout=PEER_TIMEOUT),
+        ValueError, "tensors['w']: dtype complex64 is not one libddp reduces"),
+    "alltoall non-contiguous": (
+        "alltoall", lambda c: c.alltoall(_non_contiguous(c), timeout=PEER_TIMEOUT),
+        lambda c: c.alltoall(_tree(c), timeout=PEER_TIMEOUT),
+        ValueError, "tensors['layer2']['bias']: the array is not contiguous"),
 }
+
+
+def _exchange_out(comm, bias_shape=None, bias_dtype=np.float32):
+    return {"layer1": np.zeros(2 * comm.size, np.float32),
+            "layer2": {"bias": np.zeros(bias_shape or (comm.size,), bias_dtype)}}
 
 
 @pytest.mark.parametrize("case", BAD_CALLS)
 def test_a_bad_argument_on_one_rank_makes_every_peer_raise_at_once(comm, case):
     collective, bad_call, good_call, error, words = BAD_CALLS[case]
+    words = words.format(size=comm.size, size_plus_1=comm.size + 1,
+                         twice_size_plus_1=2 * comm.size + 1)
     bad_rank = comm.size - 1
     if comm.rank == bad_rank:
         with pytest.raises(error) as caught:

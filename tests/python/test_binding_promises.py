@@ -43,6 +43,7 @@ TIMED_CALLS = {
     "check_replicas": "comm.check_replicas([np.ones(3)], timeout=TIMEOUT)",
     "allgather": "comm.allgather({'w': np.ones(3)}, timeout=TIMEOUT)",
     "reduce_scatter_async": "comm.reduce_scatter_async([np.ones(4)], timeout=TIMEOUT).wait()",
+    "alltoall": "comm.alltoall({'w': np.ones(4)}, timeout=TIMEOUT)",
     "barrier": "comm.barrier(timeout=TIMEOUT)",
     "reducer": "comm.reducer([np.ones(3)], timeout=TIMEOUT)",
 }

@@ -83,7 +83,22 @@ def test_broadcast_allgather_reduce_scatter_in_jit(comm):
     np.testing.assert_array_equal(np.asarray(shard), total[2 * rank:2 * rank + 2])
 
 
-@pytest.mark.parametrize("mistake", ["op", "root", "shape", "rows", "timeout"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32], ids=lambda t: t.__name__)
+def test_alltoall_in_jit_exchanges_blocks_as_mpi(comm, dtype):
+    size = comm.size
+    tokens = {"x": jnp.asarray(mine(comm, (2 * size, 3), dtype)),
+              "n": jnp.arange(size) + size * comm.rank}
+    exchanged = jax.jit(ddp.jax.alltoall)(tokens)
+    expected = np.empty((2 * size, 3), dtype)
+    WORLD.Alltoall(mine(comm, (2 * size, 3), dtype), expected)
+    assert exchanged["x"].dtype == dtype and exchanged["x"].shape == (2 * size, 3)
+    np.testing.assert_array_equal(np.asarray(exchanged["x"]), expected)
+    np.testing.assert_array_equal(np.asarray(exchanged["n"]), size * np.arange(size) + comm.rank)
+    back = jax.jit(lambda t: ddp.jax.alltoall(ddp.jax.alltoall(t)))(tokens)
+    np.testing.assert_array_equal(np.asarray(back["x"]), np.asarray(tokens["x"]))
+
+
+@pytest.mark.parametrize("mistake", ["op", "root", "shape", "rows", "blocks", "timeout"])
 def test_a_mistake_on_one_rank_fails_every_rank_from_inside_jit(comm, mistake):
     last = comm.size - 1
     bad = comm.rank == last
@@ -98,6 +113,9 @@ def test_a_mistake_on_one_rank_fails_every_rank_from_inside_jit(comm, mistake):
     elif mistake == "rows":
         x = jnp.ones((comm.size + 1 if bad else 2 * comm.size, 2))
         call = lambda t: ddp.jax.reduce_scatter(t, timeout=PEER_TIMEOUT)
+    elif mistake == "blocks":  # refused by libddp, as from C
+        x = jnp.ones((comm.size + 1 if bad else comm.size,))
+        call = lambda t: ddp.jax.alltoall(t, timeout=PEER_TIMEOUT)
     else:  # refused by libddp, as from C (0 would be the communicator's)
         call = lambda t: ddp.jax.allreduce(t, timeout=-1.0 if bad else PEER_TIMEOUT)
     start = time.monotonic()
@@ -109,6 +127,9 @@ def test_a_mistake_on_one_rank_fails_every_rank_from_inside_jit(comm, mistake):
         assert "grads" in message and f"rank {last}" in message, message
     elif mistake == "timeout":
         assert "opts->timeout_s must be a finite number >= 0" in message, message
+    elif mistake == "blocks":
+        assert f"not a multiple of the {comm.size} ranks alltoall sends its blocks to" in message, \
+            message
     if not bad and mistake != "shape":
         assert f"rank {last} passed invalid arguments" in message, message
     jax.block_until_ready(ddp.jax.allreduce(jnp.ones(2)))  # every rank is in step again

@@ -415,3 +415,8 @@ def test_allgather_and_reduce_scatter_on_one_process_copy_into_new_arrays(comm):
     np.testing.assert_array_equal(comm.reduce_scatter(tree["w"], op="avg"), tree["w"])
     with pytest.raises(ValueError, match=r"tensors\['n'\]: a 0-d leaf has no first dimension"):
         comm.reduce_scatter(tree)
+    exchanged = comm.alltoall(tree)  # one rank: every block stays here
+    assert exchanged["w"] is not tree["w"] and exchanged["w"].shape == (3, 2)
+    np.testing.assert_array_equal(exchanged["w"], tree["w"])
+    assert exchanged["n"].shape == () and exchanged["n"] == 2
+    np.testing.assert_array_equal(comm.alltoall_async(tree["w"]).wait(), tree["w"])

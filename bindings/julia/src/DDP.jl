@@ -30,7 +30,7 @@ include("timeline.jl")
 export DDPError
 export local_rank, total_workers
 export allreduce!, Iallreduce!, bcast!, reduce!, barrier, check_replicas
-export allgather!, reduce_scatter!, allgather, reduce_scatter
+export allgather!, reduce_scatter!, allgather, reduce_scatter, alltoall!, alltoall
 export synchronize!, allreduce_gradients, DistributedOptimizer
 export shard_indices, DistributedDataContainer
 export ddp_println, ddp_print

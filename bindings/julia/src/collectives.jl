@@ -42,6 +42,30 @@ function refuse(comm::Communicator, collective::AbstractString, reason::Abstract
 end
 
 """
+    with_tensors(f, arrays, comm, collective, opts)
+
+Calls `f(tensors::Vector{ddp_tensor})` with `arrays` kept alive for the duration, as
+this rank's part in `collective` on `comm`: an array
+libddp cannot take (`tensor`'s `ArgumentError`: not contiguous, an element type
+without a libddp dtype, not host memory) is reported to the peers first
+(`ddp_report_invalid_call`, held to the timeout of `opts`), so that their call fails
+at once with `DDP_ERR_MISMATCH` naming this rank and the reason instead of waiting for
+it until their timeout, and the `ArgumentError` is then thrown here, as ever.
+"""
+function with_tensors(f, arrays, comm::Communicator, collective::AbstractString, opts)
+    tensors = try
+        LibDDP.ddp_tensor[tensor(x) for x in arrays]
+    catch error
+        error isa ArgumentError || rethrow()
+        # Its own failure (a finalized or broken comm) leaves the argument error to report.
+        LibDDP.ddp_report_invalid_call(comm.handle, collective, error.msg, opts)
+        rethrow()
+    end
+    result = GC.@preserve arrays tensors f(tensors)
+    return result
+end
+
+"""
     rank_code(name, rank)
 
 `rank` (argument `name`: a root) as the `int32_t` libddp takes; an `ArgumentError`
@@ -87,7 +111,7 @@ function allreduce_arrays!(arrays, op, comm::Communicator, fusion_bytes, timeout
         op_code(op), collective_options(fusion_bytes, timeout_s, names)
     end
     GC.@preserve names begin
-        with_tensors(arrays) do tensors
+        with_tensors(arrays, comm, "allreduce", opts) do tensors
             check(LibDDP.ddp_allreduce_tensor_list(comm.handle, tensors, length(tensors), code,
                                                    opts))
         end
@@ -147,7 +171,7 @@ function Iallreduce!(v, op = +, comm::Communicator = world();
     end
     handle = Ref{Ptr{LibDDP.ddp_request}}(C_NULL)
     GC.@preserve names begin
-        with_tensors(arrays) do tensors
+        with_tensors(arrays, comm, "allreduce", opts) do tensors
             check(LibDDP.ddp_allreduce_tensor_list_async(comm.handle, tensors, length(tensors),
                                                          code, opts, handle))
         end
@@ -188,7 +212,7 @@ function bcast!(v, root::Integer = 0, comm::Communicator = world();
         rank_code("root", root), collective_options(fusion_bytes, timeout_s, names)
     end
     GC.@preserve names begin
-        with_tensors(arrays) do tensors
+        with_tensors(arrays, comm, "broadcast", opts) do tensors
             check(LibDDP.ddp_broadcast_tensor_list(comm.handle, tensors, length(tensors), root_code,
                                                    opts))
         end
@@ -210,7 +234,7 @@ function reduce!(v, op = +, root::Integer = 0, comm::Communicator = world();
         op_code(op), rank_code("root", root), collective_options(fusion_bytes, timeout_s, names)
     end
     GC.@preserve names begin
-        with_tensors(arrays) do tensors
+        with_tensors(arrays, comm, "reduce", opts) do tensors
             check(LibDDP.ddp_reduce_tensor_list(comm.handle, tensors, length(tensors), code,
                                                 root_code, opts))
         end
@@ -260,6 +284,28 @@ function reduce_scatter!(out, v, op = +, comm::Communicator = world();
 end
 
 """
+    alltoall!(out, v, comm = DDP.world(); fusion_bytes = nothing, timeout_s = nothing)
+
+Exchanges blocks of `v` between every pair of ranks and returns `out` (the token
+exchange of mixture-of-experts layers; `MPI.Alltoall!`, torch's `all_to_all_single`):
+`v` is `total_workers()` equal blocks of `length(v) ÷ total_workers()` elements in
+memory order (whole columns, split along the last dimension as `reduce_scatter!`
+splits, when it is a multiple of the number of ranks); block `j` (0-based) goes to
+rank `j`, and block `r` of `out` receives rank `r`'s block for this rank, in rank
+order. `out` has `v`'s size and element type; `v` is only read and must not overlap
+`out`. Lists and errors as `allgather!`; a length that is not a multiple of the number
+of ranks is libddp's `DDPError` (`DDP_ERR_INVALID_ARGUMENT`) naming the array
+(`inputs[0]`), on this rank, and `DDP_ERR_MISMATCH` naming it on the others, at once.
+"""
+function alltoall!(out, v, comm::Communicator = world();
+                   fusion_bytes = nothing, timeout_s = nothing)
+    call(handle, inputs, outputs, n, opts) =
+        LibDDP.ddp_alltoall_tensor_list(handle, inputs, outputs, n, opts)
+    sharded_call!(call, "alltoall", out, v, comm, fusion_bytes, timeout_s, exchanged_size)
+    return out
+end
+
+"""
     allgather(v, comm = DDP.world(); fusion_bytes = nothing, timeout_s = nothing)
 
 `allgather!` into new arrays: an array, or a list of the same kind as `v`.
@@ -274,6 +320,14 @@ allgather(v, comm::Communicator = world(); kwargs...) =
 """
 reduce_scatter(v, op = +, comm::Communicator = world(); kwargs...) =
     reduce_scatter!(similar_list(v, scattered_size, total_workers(comm)), v, op, comm; kwargs...)
+
+"""
+    alltoall(v, comm = DDP.world(); fusion_bytes = nothing, timeout_s = nothing)
+
+`alltoall!` into new arrays: an array, or a list of the same kind as `v`.
+"""
+alltoall(v, comm::Communicator = world(); kwargs...) =
+    alltoall!(similar_list(v, exchanged_size, total_workers(comm)), v, comm; kwargs...)
 
 """
     leading_and_last(x)
@@ -297,6 +351,10 @@ function scattered_size(x, ranks)
         "$ranks ranks it is split between (pad it to $(cld(last, ranks) * ranks))"
     return (leading..., last ÷ ranks)
 end
+
+"""The size of `alltoall!`'s result for `x`: `x`'s own (whether its length splits into
+equal blocks is libddp's to check)."""
+exchanged_size(x, ranks) = size(x)
 
 """
     similar_list(v, expected_size, ranks)
@@ -343,9 +401,10 @@ end
 
 One `call(handle, inputs, outputs, n, opts)` (`ddp_allgather_tensor_list`, ...) from
 the arrays of `v` into those of `out`. libddp checks counts only, so the sizes
-(`expected_size`) are checked here; a refused call (those sizes, or options of a kind
-libddp cannot be given) is reported to the peers first (`refuse`, as `collective`), so
-that theirs fails at once naming this rank instead of waiting for it.
+(`expected_size`) are checked here; a refused call (those sizes, options of a kind
+libddp cannot be given, an array libddp cannot take) is reported to the peers first
+(`refuse`, `with_tensors`, as `collective`), so that theirs fails at once naming this
+rank instead of waiting for it.
 """
 function sharded_call!(call, collective, out, v, comm::Communicator, fusion_bytes, timeout_s,
                        expected_size)
@@ -356,8 +415,8 @@ function sharded_call!(call, collective, out, v, comm::Communicator, fusion_byte
     reason = shape_error(out, outputs, v, inputs, total_workers(comm), expected_size)
     reason === nothing || refuse(comm, collective, reason, opts)
     GC.@preserve names begin
-        with_tensors(inputs) do input_tensors
-            with_tensors(outputs) do output_tensors
+        with_tensors(inputs, comm, collective, opts) do input_tensors
+            with_tensors(outputs, comm, collective, opts) do output_tensors
                 check(call(comm.handle, input_tensors, output_tensors, length(input_tensors), opts))
             end
         end
@@ -386,7 +445,7 @@ libddp's message naming the first differing array and two ranks that differ.
 function check_replicas(ps, comm::Communicator = world())
     leaves = tree_leaves(ps)
     identical = Ref{Int32}(0)
-    with_tensors(leaves.arrays) do tensors
+    with_tensors(leaves.arrays, comm, "check_replicas", C_NULL) do tensors
         check(LibDDP.ddp_check_replicas(comm.handle, tensors, length(tensors), C_NULL, identical))
     end
     identical[] == 1 && return true

@@ -75,17 +75,6 @@ list_names(::AbstractArray{<:Number}, arrays) = nothing
 list_names(v, arrays) = leaf_names(v, arrays)
 
 """
-    with_tensors(f, arrays)
-
-Calls `f(tensors::Vector{ddp_tensor})` with `arrays` kept alive for the duration.
-"""
-function with_tensors(f, arrays)
-    tensors = LibDDP.ddp_tensor[tensor(x) for x in arrays]
-    result = GC.@preserve arrays tensors f(tensors)
-    return result
-end
-
-"""
     op_code(op)
 
 The `ddp_op` for a reduction: `+`, `*`, `min`, `max` (as FluxMPI takes them), or

@@ -100,7 +100,7 @@ function synchronize!(ps; root_rank::Integer = 0, comm::Communicator = world(),
     end
     scalars = leaves.scalars
     naming_tensors(ps) do
-        with_tensors(leaves.arrays) do tensors
+        with_tensors(leaves.arrays, comm, "sync_optimizer_state", opts) do tensors
             GC.@preserve scalars names check(LibDDP.ddp_sync_optimizer_state(
                 comm.handle, tensors, length(tensors), pointer(scalars), length(scalars),
                 root_code, opts))

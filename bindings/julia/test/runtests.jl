@@ -311,6 +311,48 @@ testset("allgather! and reduce_scatter! refuse sizes that do not fit, naming the
     @test allreduce!([1], +) == [n]
 end
 
+testset("alltoall! and alltoall: block j of every rank's array to rank j") do
+    piece(r, j, T) = T.(10r .+ 3j .+ (1:2))  # what rank r sends rank j: every dtype holds it
+    sent(r, T = Float64) = hcat((piece(r, j, T) for j in 0:n-1)...)  # column j+1 goes to rank j
+    received(T = Float64) = hcat((piece(r, rank, T) for r in 0:n-1)...)
+    long(r, T) = T.(r .+ (1:1000n) .% 7)  # 8000n bytes as Float64: alone, unfused
+    long_received(T) = vcat((long(r, T)[1000rank+1:1000rank+1000] for r in 0:n-1)...)
+    out = zeros(2, n)
+    @test alltoall!(out, sent(rank)) === out
+    @test out == received()
+    for T in (Int8, Int32, Int64, UInt8, Float16, Float32, Float64, DDP.BFloat16),
+            fusion_bytes in (nothing, -1)
+        v = (w = sent(rank, T), long = long(rank, T), empty = T[])
+        exchanged = alltoall(v; fusion_bytes = fusion_bytes, timeout_s = 60)
+        @test exchanged isa NamedTuple && eltype(exchanged.w) == T && size(exchanged.w) == (2, n)
+        @test exchanged.w == received(T) && exchanged.long == long_received(T) && isempty(exchanged.empty)
+        @test v.w == sent(rank, T)  # v is only read
+    end
+    # Exchanging twice gives the input back, in a Vector and alone.
+    tokens = [Float32.(rand(-5:5, 3, 2n)), Int64.(rand(-5:5, 4n))]
+    @test alltoall(alltoall(tokens; fusion_bytes = 16)) == tokens
+    @test alltoall(alltoall(tokens[1])) == tokens[1]
+end
+
+testset("alltoall! refuses, on one rank, what does not fit: every rank at once") do
+    bad = n - 1
+    good(f) = rank == bad ? f() : alltoall!(zeros(2n), ones(2n); timeout_s = 60)
+    for (call, words) in ((() -> good(() -> alltoall!(zeros(2n + 1), ones(2n + 1); timeout_s = 60)),
+                           "count is $(2n + 1), not a multiple of the $n ranks alltoall sends its blocks to"),
+                          (() -> good(() -> alltoall!(zeros(2n + 1), ones(2n); timeout_s = 60)),
+                           "out has size ($(2n + 1),), not the ($(2n),) that v of size ($(2n),) needs"),
+                          (() -> good(() -> alltoall!(zeros(Float32, 2n), ones(2n); timeout_s = 60)),
+                           "outputs[0].dtype is f32 but inputs[0].dtype is f64"))
+        n == 1 && occursin("not a multiple", words) && continue  # every length is a multiple of 1
+        started = time()
+        error = ddp_error(call, rank == bad ? LibDDP.DDP_ERR_INVALID_ARGUMENT : LibDDP.DDP_ERR_MISMATCH)
+        @test time() - started < 10  # the world's timeout is 1800 s: nobody waited
+        @test occursin(words, error.message)
+        @test occursin(rank == bad ? "" : "rank $bad passed invalid arguments to alltoall", error.message)
+        @test allreduce!([1], +) == [n]  # every rank in step again
+    end
+end
+
 testset("barrier and check_replicas") do
     @test barrier() === nothing
     @test check_replicas((w = ones(3), b = (zeros(Float32, 2),)))
@@ -742,6 +784,40 @@ testset("a bad op, root or option of the wrong kind on one rank fails every peer
         @test occursin(rank == bad ? "rank $bad: " : "rank $bad passed invalid arguments to $collective",
                        error.message)
         @test sums_over(DDP.world(), 0:n-1)  # every rank in step again
+    end
+end
+
+testset("an array libddp cannot take on one rank: ArgumentError there, every peer fails at once") do
+    bad = n - 1
+    for (make, words) in ((() -> view(collect(1.0:4n), 1:2:4n), "is not contiguous in memory"),
+                          (() -> ones(Int16, 2n), "element type Int16 has no libddp dtype"))
+        for (call, collective) in ((v -> allreduce!(v, +; timeout_s = 60), "allreduce"),
+                                   (v -> wait(Iallreduce!(v; timeout_s = 60)[2]), "allreduce"),
+                                   (v -> bcast!(v, 0; timeout_s = 60), "broadcast"),
+                                   (v -> reduce!(v, +, 0; timeout_s = 60), "reduce"),
+                                   (v -> allgather(v; timeout_s = 60), "allgather"),
+                                   (v -> reduce_scatter(v; timeout_s = 60), "reduce_scatter"),
+                                   (v -> alltoall(v; timeout_s = 60), "alltoall"),
+                                   (v -> synchronize!((w = v,); timeout_s = 60), "sync_optimizer_state"))
+            v = rank == bad ? make() : ones(2n)
+            started = time()
+            error = try
+                call(v)
+                nothing
+            catch caught
+                caught
+            end
+            @test time() - started < 30  # the world's timeout is 1800 s: nobody waited
+            if rank == bad  # the exception the README promises, after telling the peers
+                @test error isa ArgumentError && occursin(words, error.msg)
+            else
+                @test error isa DDPError && error.status == LibDDP.DDP_ERR_MISMATCH
+                @test error isa DDPError && occursin("rank $bad passed invalid arguments to $collective",
+                                                     error.message)
+                @test error isa DDPError && occursin(words, error.message)
+            end
+            @test sums_over(DDP.world(), 0:n-1)  # every rank in step again
+        end
     end
 end
 

@@ -33,7 +33,7 @@ from ._tensors import TensorList
 LIST_MISMATCH = re.compile(r"mismatch: (.* passed \d+ (tensors|leaves|gradients) but|"
                            r"(tensor|leaf) \d+ is )")
 
-# How libddp names the lists of allgather and reduce_scatter in its messages.
+# How libddp names the lists of allgather, reduce_scatter and alltoall in its messages.
 INPUT_OR_OUTPUT = re.compile(r"\b(inputs|outputs)\[(\d+)\]")
 
 
@@ -125,7 +125,7 @@ class CheckedCall:
                           names=names)
 
     def output_list(self, buffers, stream, out=None):
-        """The ddp_tensor list a call writes its results into (allgather,
+        """The ddp_tensor list a call writes its results into (allgather, alltoall,
         reduce_scatter): out's leaves, named out['layer2']['bias'] in messages,
         or arrays made here for the tree's leaves (out=None)."""
         if out is not None:

@@ -71,15 +71,16 @@ def _allreduce_arguments(call, tensors, op, fusion_bytes, stream, timeout):
     options = collective_options(fusion_bytes, stream, timeout, _leaf_names.of(tensors, leaves))
     return rebuild, reduce_op, staging, tensor_list, options
 
-def _sharded_arguments(call, tensors, out, gathering, fusion_bytes, stream, timeout):
-    """What allgather and reduce_scatter (blocking or async) hand libddp: the
-    tree's leaves as inputs (only read), the outputs (out's leaves, or NumPy
-    arrays made here), the options; and a function making the returned tree."""
+def _sharded_arguments(call, tensors, out, fusion_bytes, stream, timeout):
+    """What allgather, reduce_scatter and alltoall (blocking or async) hand
+    libddp: the tree's leaves as inputs (only read), the outputs (out's
+    leaves, or NumPy arrays made here), the options; and a function making
+    the returned tree. Each result's shape is call.collective's."""
     leaves, rebuild = _trees.flatten(tensors)
     stream = stream_handle(stream)
     inputs = call.tensor_list(Staging(leaves, writes=False).buffers, False, stream)
     size = call.comm.size
-    shapes = [_result_shape(np.shape(leaf), size, gathering, call.leaf_name(index))
+    shapes = [_result_shape(np.shape(leaf), size, call.collective, call.leaf_name(index))
               for index, leaf in enumerate(leaves)]
     if out is None:
         results = [_new_result(inputs.array[index], shape, call.leaf_name(index))
@@ -100,12 +101,16 @@ def _sharded_arguments(call, tensors, out, gathering, fusion_bytes, stream, time
     return inputs, outputs, options, finish
 
 
-def _result_shape(shape, size, gathering, where):
+def _result_shape(shape, size, collective, where):
     """allgather's leaf: (size × d0, *rest), a 0-d one (size,), as
     torch.distributed.all_gather_into_tensor; reduce_scatter's: (d0 / size,
-    *rest), so each rank's shard is whole rows of the first dimension."""
-    if gathering:
+    *rest), so each rank's shard is whole rows of the first dimension;
+    alltoall's: the leaf's own shape, as torch.distributed.all_to_all_single
+    (whether its element count splits into equal blocks is libddp's to check)."""
+    if collective == "allgather":
         return (size * shape[0], *shape[1:]) if shape else (size,)
+    if collective == "alltoall":
+        return tuple(shape)
     if not shape:
         raise ValueError(f"{where}: a 0-d leaf has no first dimension to share between the ranks")
     if shape[0] % size:
@@ -330,7 +335,7 @@ class Communicator:
         with self._checked("allgather", tensors, "tensors", timeout) as call:
             tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
             inputs, outputs, options, finish = _sharded_arguments(
-                call, tensors, out, True, fusion_bytes, stream, timeout)
+                call, tensors, out, fusion_bytes, stream, timeout)
         call.run(_ffi.ddp_allgather_tensor_list, self._handle, inputs.array, outputs.array,
                  len(inputs), options)
         return finish()
@@ -343,7 +348,7 @@ class Communicator:
         with self._checked("allgather", tensors, "tensors", timeout) as call:
             tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
             inputs, outputs, options, finish = _sharded_arguments(
-                call, tensors, out, True, fusion_bytes, stream, timeout)
+                call, tensors, out, fusion_bytes, stream, timeout)
         request = ctypes.POINTER(_ffi.ddp_request)()
         call.run(_ffi.ddp_allgather_tensor_list_async, self._handle, inputs.array, outputs.array,
                  len(inputs), options, request)
@@ -362,7 +367,7 @@ class Communicator:
             tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
             reduce_op = op_value(op)
             inputs, outputs, options, finish = _sharded_arguments(
-                call, tensors, out, False, fusion_bytes, stream, timeout)
+                call, tensors, out, fusion_bytes, stream, timeout)
         call.run(_ffi.ddp_reduce_scatter_tensor_list, self._handle, inputs.array, outputs.array,
                  len(inputs), reduce_op, options)
         return finish()
@@ -376,10 +381,44 @@ class Communicator:
             tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
             reduce_op = op_value(op)
             inputs, outputs, options, finish = _sharded_arguments(
-                call, tensors, out, False, fusion_bytes, stream, timeout)
+                call, tensors, out, fusion_bytes, stream, timeout)
         request = ctypes.POINTER(_ffi.ddp_request)()
         call.run(_ffi.ddp_reduce_scatter_tensor_list_async, self._handle, inputs.array,
                  outputs.array, len(inputs), reduce_op, options, request)
+        return Request(request, finish, (inputs, outputs))
+
+    def alltoall(self, tensors, out=None, *, fusion_bytes=None, stream=None, timeout=None):
+        """Exchanges blocks of every leaf of tensors between every pair of
+        ranks, as torch.distributed.all_to_all_single and MPI_Alltoall (the
+        token exchange of mixture-of-experts layers): a leaf of n elements is
+        size blocks of n / size (whole rows of the first dimension when it is
+        a multiple of size); block j goes to rank j, and block r of the
+        result is rank r's block for this rank, in rank order. Each result
+        has its leaf's shape and dtype. An element count that is not a
+        multiple of size is libddp's InvalidArgumentError naming the leaf.
+        The tree that comes back is new NumPy arrays, or out's leaves written
+        in place, as allgather's; the inputs are only read (and must not
+        overlap out). timeout: as allreduce's."""
+        with self._checked("alltoall", tensors, "tensors", timeout) as call:
+            tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
+            inputs, outputs, options, finish = _sharded_arguments(
+                call, tensors, out, fusion_bytes, stream, timeout)
+        call.run(_ffi.ddp_alltoall_tensor_list, self._handle, inputs.array, outputs.array,
+                 len(inputs), options)
+        return finish()
+
+    def alltoall_async(self, tensors, out=None, *, fusion_bytes=None, stream=None, timeout=None):
+        """Starts alltoall in the background; returns a Request whose wait()
+        gives what alltoall would have returned. Leave the arrays alone until
+        then."""
+        _free_finished_abandoned()
+        with self._checked("alltoall", tensors, "tensors", timeout) as call:
+            tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
+            inputs, outputs, options, finish = _sharded_arguments(
+                call, tensors, out, fusion_bytes, stream, timeout)
+        request = ctypes.POINTER(_ffi.ddp_request)()
+        call.run(_ffi.ddp_alltoall_tensor_list_async, self._handle, inputs.array, outputs.array,
+                 len(inputs), options, request)
         return Request(request, finish, (inputs, outputs))
 
     def sync_optimizer_state(self, state, root=0, stream=None, timeout=None):
@@ -572,7 +611,7 @@ def _is_array(value):
 
 
 class Request:
-    """A collective in flight (allreduce, allgather, reduce_scatter). wait()
+    """A collective in flight (allreduce, allgather, reduce_scatter, alltoall). wait()
     returns its result or raises its error."""
 
     def __init__(self, handle, result, tensor_list):

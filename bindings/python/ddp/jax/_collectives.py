@@ -74,7 +74,7 @@ def _in_place(method):
 
 
 def _into_outputs(method):
-    """allgather and reduce_scatter: read the inputs, write the outputs."""
+    """allgather, reduce_scatter and alltoall: read the inputs, write the outputs."""
     def run(comm, inputs, outputs, tree_of, arguments):
         getattr(comm, method)(tree_of(inputs), out=tree_of(outputs), **arguments)
     return run
@@ -82,7 +82,8 @@ def _into_outputs(method):
 
 _RUNNERS = {"allreduce": _in_place("allreduce"), "broadcast": _in_place("broadcast"),
             "allgather": _into_outputs("allgather"),
-            "reduce_scatter": _into_outputs("reduce_scatter")}
+            "reduce_scatter": _into_outputs("reduce_scatter"),
+            "alltoall": _into_outputs("alltoall")}
 
 
 def _register():
@@ -211,3 +212,11 @@ def reduce_scatter(tree, op="sum", comm=None, timeout=None):
     """Every leaf reduced across ranks, and this rank's block of rows of each
     result: (d0, *rest) gives (d0 / size, *rest); d0 must split evenly."""
     return _call("reduce_scatter", tree, comm, {"op": op, "timeout": timeout}, _scattered, False)
+
+
+def alltoall(tree, comm=None, timeout=None):
+    """Every leaf's size equal blocks exchanged between the ranks (the token
+    exchange of mixture-of-experts layers): block j of this rank's leaf goes
+    to rank j, and block r of the result, of the leaf's shape, is rank r's
+    block for this rank; the element count must split evenly."""
+    return _call("alltoall", tree, comm, {"timeout": timeout}, _same, False)

@@ -135,6 +135,30 @@ impl Comm {
         self.defaults().reduce_scatter(inputs, outputs, op)
     }
 
+    /// Exchanges blocks between every pair of ranks (the token exchange of
+    /// mixture-of-experts layers; MPI's `Alltoall`, torch's
+    /// `all_to_all_single`): with `c = inputs[i].len() / size`, block `j` of
+    /// `inputs[i]` (elements `j * c .. (j + 1) * c`) goes to rank `j`, and
+    /// block `r` of `outputs[i]` receives rank `r`'s block for this rank, in
+    /// rank order. `outputs[i]` has the length and element type of
+    /// `inputs[i]`; inputs are only read. An input length that is not a
+    /// multiple of the size is [`crate::ErrorKind::InvalidArgument`] naming
+    /// the tensor; lists and errors otherwise as [`Comm::allgather`].
+    /// Collective.
+    ///
+    /// ```
+    /// let comm = ddp::Comm::init()?;
+    /// let size = comm.size() as usize;
+    /// let tokens: Vec<f32> = (0..2 * size).map(|j| (j / 2) as f32).collect();   // block j for rank j
+    /// let mut received = vec![0.0f32; 2 * size];
+    /// comm.alltoall(&[&tokens], &mut [&mut received])?;
+    /// assert_eq!(received[..2], [comm.rank() as f32; 2]);   // rank 0's block for this rank
+    /// # Ok::<(), ddp::Error>(())
+    /// ```
+    pub fn alltoall<V: Views + ?Sized, L: Tensors + ?Sized>(&self, inputs: &V, outputs: &mut L) -> Result<()> {
+        self.defaults().alltoall(inputs, outputs)
+    }
+
     /// Makes every rank's optimizer state (leaf tensors and scalars such as
     /// step counts) equal `root`'s, after checking every rank holds the same
     /// structure. Collective.
@@ -237,6 +261,21 @@ impl<'c> Collectives<'c> {
                 outputs.as_ptr(),
                 inputs.len() as i64,
                 op.raw(),
+                &opts,
+            )
+        })
+    }
+
+    /// [`Comm::alltoall`] with these options.
+    pub fn alltoall<V: Views + ?Sized, L: Tensors + ?Sized>(&self, inputs: &V, outputs: &mut L) -> Result<()> {
+        let (inputs, outputs) = (inputs.views(), outputs.tensors_mut());
+        let opts = self.comm.lists_options(&self.options, "alltoall", inputs.len(), outputs.len())?;
+        check(unsafe {
+            ddp_sys::ddp_alltoall_tensor_list(
+                self.comm.as_raw(),
+                inputs.as_ptr(),
+                outputs.as_ptr(),
+                inputs.len() as i64,
                 &opts,
             )
         })

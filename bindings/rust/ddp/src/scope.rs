@@ -30,7 +30,8 @@ pub struct Scope<'scope, 'env: 'scope> {
 }
 
 /// A collective in flight, started by [`Scope::allreduce_async`],
-/// [`Scope::allgather_async`] or [`Scope::reduce_scatter_async`].
+/// [`Scope::allgather_async`], [`Scope::reduce_scatter_async`] or
+/// [`Scope::alltoall_async`].
 #[derive(Debug)]
 #[must_use = "a request is waited for at the latest when its scope ends; call wait() to see its result"]
 pub struct Request<'scope, 'env> {
@@ -184,6 +185,35 @@ impl<'scope, 'env> Scope<'scope, 'env> {
                 outputs.as_ptr(),
                 inputs.len() as i64,
                 op.raw(),
+                options,
+                raw,
+            )
+        })
+    }
+
+    /// Starts [`Comm::alltoall`] and returns at once, as
+    /// [`Scope::allgather_async`].
+    ///
+    /// ```
+    /// let comm = ddp::Comm::init()?;
+    /// let tokens = vec![1.0f32; 3 * comm.size() as usize];
+    /// let mut received = vec![0.0f32; 3 * comm.size() as usize];
+    /// comm.scope(|s| s.alltoall_async([&tokens], [&mut received])?.wait())??;
+    /// assert_eq!(received[0], 1.0);
+    /// # Ok::<(), ddp::Error>(())
+    /// ```
+    pub fn alltoall_async<V: BorrowedViews + 'scope, L: BorrowedTensors + 'scope>(
+        &'scope self,
+        inputs: V,
+        mut outputs: L,
+    ) -> Result<Request<'scope, 'env>> {
+        let (inputs, outputs) = (inputs.views(), outputs.tensors_mut());
+        self.start("alltoall", inputs.len(), outputs.len(), |options, raw| unsafe {
+            ddp_sys::ddp_alltoall_tensor_list_async(
+                self.comm.as_raw(),
+                inputs.as_ptr(),
+                outputs.as_ptr(),
+                inputs.len() as i64,
                 options,
                 raw,
             )

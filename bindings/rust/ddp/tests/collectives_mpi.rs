@@ -1,7 +1,7 @@
 //! The collectives on 2 or more ranks (run under `mpirun -np N`): every dtype
 //! and op against a reference computed from every rank's inputs, mismatched
-//! lists, invalid input, async, allgather and reduce_scatter, the sampler's
-//! coverage.
+//! lists, invalid input, async, allgather, reduce_scatter and alltoall, the
+//! sampler's coverage.
 mod mpi_harness;
 
 use ddp::half::{bf16, f16};
@@ -303,6 +303,91 @@ fn async_allgather_and_reduce_scatter(comm: &Comm) {
     assert_eq!(gathered, (0..size as i64).flat_map(|r| [r; 5]).collect::<Vec<_>>());
 }
 
+/// Exchanges `input` as T, fused (two small tensors) and alone (a large one),
+/// with libddp's fusion and without, and compares block `r` of every output
+/// with block `rank` of rank `r`'s input.
+fn check_alltoall<T: Element + PartialEq + std::fmt::Debug>(comm: &Comm, from: impl Fn(f64) -> T) {
+    let (rank, size) = (comm.rank() as usize, comm.size() as usize);
+    let blocks = [1usize, 33, 70_000];
+    let inputs: Vec<Vec<T>> =
+        blocks.iter().map(|&c| input(rank as i32, c * size).into_iter().map(&from).collect()).collect();
+    for (fused, options) in [(true, CollectiveOptions::new()), (false, CollectiveOptions::new().no_fusion())] {
+        let mut outputs: Vec<Vec<T>> = blocks.iter().map(|&c| vec![from(0.0); c * size]).collect();
+        comm.with(options).alltoall(&inputs, &mut outputs.iter_mut().collect::<Vec<_>>()).unwrap();
+        for (&c, output) in blocks.iter().zip(&outputs) {
+            let expected: Vec<T> = (0..size as i32)
+                .flat_map(|r| input(r, c * size)[rank * c..(rank + 1) * c].to_vec())
+                .map(&from)
+                .collect();
+            assert!(output == &expected, "alltoall of blocks of {c} elements, fused: {fused}");
+        }
+    }
+}
+
+fn alltoall_every_dtype(comm: &Comm) {
+    check_alltoall(comm, |x| x as f32);
+    check_alltoall(comm, |x| x);
+    check_alltoall(comm, f16::from_f64);
+    check_alltoall(comm, bf16::from_f64);
+    check_alltoall(comm, |x| x as i32);
+    check_alltoall(comm, |x| x as i64);
+    check_alltoall(comm, |x| x as i8);
+    check_alltoall(comm, |x| (x + 3.0) as u8);
+}
+
+/// Block j of block r is block r of block j: exchanging twice gives the
+/// input back; mixed lists, small buckets and names on the way.
+fn alltoall_twice_gives_the_input_back(comm: &Comm) {
+    let (rank, size) = (comm.rank(), comm.size() as usize);
+    let (mut tokens, mut ids) =
+        (input(rank, 30 * size), input(rank, 3 * size).into_iter().map(|x| x as i64).collect::<Vec<_>>());
+    let (original_tokens, original_ids) = (tokens.clone(), ids.clone());
+    let (mut sent_tokens, mut sent_ids) = (vec![0.0f64; 30 * size], vec![0i64; 3 * size]);
+    let moe = comm.with(CollectiveOptions::new().fusion_bytes(64).names(&["tokens", "ids"]));
+    let (mut inputs, mut sent) = (TensorList::new(), TensorList::new());
+    inputs.push(&mut tokens).push(&mut ids);
+    sent.push(&mut sent_tokens).push(&mut sent_ids);
+    moe.alltoall(&inputs, &mut sent).unwrap();
+    moe.alltoall(&sent, &mut inputs).unwrap();
+    drop((inputs, sent));
+    assert_eq!((tokens, ids), (original_tokens, original_ids));
+}
+
+/// Every rank passes the same uneven input: every rank's own error, naming it.
+fn uneven_alltoall_names_the_tensor(comm: &Comm) {
+    let size = comm.size() as usize;
+    if size == 1 {
+        return; // every length is a multiple of 1
+    }
+    let (even, uneven) = (vec![1.0f32; 2 * size], vec![1.0f32; 2 * size + 1]);
+    let (mut a, mut b) = (vec![0.0f32; 2 * size], vec![0.0f32; 2 * size + 1]);
+    let err = comm.alltoall(&[&even, &uneven], &mut [&mut a, &mut b]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.message().contains("inputs[1]") && err.message().contains("multiple"), "{err}");
+    let err = comm.scope(|s| s.alltoall_async([&uneven], [&mut b]).map(drop)).unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.message().contains("inputs[0]"), "{err}");
+    assert!(a.iter().chain(&b).all(|&x| x == 0.0), "nothing written");
+}
+
+fn async_alltoall(comm: &Comm) {
+    let (rank, size) = (comm.rank(), comm.size() as usize);
+    let tokens: Vec<f32> = (0..4 * size).map(|i| (rank as usize * 100 + i / 4) as f32).collect();
+    let ids = vec![rank as i64; 5 * size];
+    let (mut received, mut received_ids) = (vec![0.0f32; 4 * size], vec![0i64; 5 * size]);
+    comm.scope(|s| {
+        let first = s.alltoall_async([&tokens], [&mut received]).unwrap();
+        let second = s.alltoall_async(vec![&ids], vec![&mut received_ids]).unwrap();
+        first.wait().unwrap();
+        second.wait().unwrap();
+    })
+    .unwrap();
+    // Block r came from rank r: its block for this rank.
+    let expected: Vec<f32> = (0..size).flat_map(|r| [(r * 100 + rank as usize) as f32; 4]).collect();
+    assert_eq!(received, expected);
+    assert_eq!(received_ids, (0..size as i64).flat_map(|r| [r; 5]).collect::<Vec<_>>());
+}
+
 fn reducer_averages_every_rank_gradients(comm: &Comm) {
     let (rank, size) = (comm.rank(), comm.size());
     let like = (vec![0.0f32; 3000], vec![0.0f32; 5], vec![0.0f64; 3]);
@@ -390,7 +475,7 @@ fn log_from_every_rank(comm: &Comm) {
 fn main() {
     let comm = Comm::init().expect("ddp init");
     assert_eq!(comm.backend_name(), "mpi", "run under mpirun");
-    let tests: [(&str, fn(&Comm)); 18] = [
+    let tests: [(&str, fn(&Comm)); 22] = [
         ("every_dtype_and_op", every_dtype_and_op),
         ("u8_sum_wraps", u8_sum_wraps),
         ("mixed_list", mixed_list),
@@ -405,6 +490,10 @@ fn main() {
         ("reduce_scatter_then_allgather_is_allreduce", reduce_scatter_then_allgather_is_allreduce),
         ("uneven_reduce_scatter_names_the_tensor", uneven_reduce_scatter_names_the_tensor),
         ("async_allgather_and_reduce_scatter", async_allgather_and_reduce_scatter),
+        ("alltoall_every_dtype", alltoall_every_dtype),
+        ("alltoall_twice_gives_the_input_back", alltoall_twice_gives_the_input_back),
+        ("uneven_alltoall_names_the_tensor", uneven_alltoall_names_the_tensor),
+        ("async_alltoall", async_alltoall),
         ("reducer_averages_every_rank_gradients", reducer_averages_every_rank_gradients),
         ("sampler_covers_every_item", sampler_covers_every_item),
         ("log_from_every_rank", log_from_every_rank),

@@ -213,6 +213,34 @@ fn gather_and_scatter_into_a_wrong_length_output(comm: &Comm) {
     assert!(!bad || err.message().contains("outputs[0]"), "{err}");
 }
 
+/// libddp's checks of alltoall's lists on one rank, blocking and async: a
+/// length that is not a multiple of the size, an output of another length,
+/// an output of another element type.
+fn alltoall_of_what_does_not_fit_on_one_rank(comm: &Comm) {
+    let (size, bad) = (comm.size() as usize, comm.rank() == bad_rank(comm));
+    let tokens = vec![1.0f32; if bad { 2 * size + 1 } else { 2 * size }];
+    let mut received = vec![0.0f32; tokens.len()];
+    let started = Instant::now();
+    let err = check_refused(comm, patient(comm).alltoall(&[&tokens], &mut [&mut received]), started);
+    let words = format!("count is {}, not a multiple of the {size} ranks alltoall sends its blocks to", 2 * size + 1);
+    assert!(err.message().contains(&words), "{err}");
+    let tokens = vec![1.0f32; 2 * size];
+    let mut received = vec![0.0f32; if bad { 2 * size + 2 } else { 2 * size }];
+    let started = Instant::now();
+    let result = patient(comm).scope(|s| s.alltoall_async([&tokens], [&mut received])?.wait()).unwrap();
+    let err = check_refused(comm, result, started);
+    assert!(err.message().contains("outputs[0].count"), "{err}");
+    let started = Instant::now();
+    let err = if bad {
+        let mut wide = vec![0.0f64; 2 * size];
+        check_refused(comm, patient(comm).alltoall(&[&tokens], &mut [&mut wide]), started)
+    } else {
+        let mut received = vec![0.0f32; 2 * size];
+        check_refused(comm, patient(comm).alltoall(&[&tokens], &mut [&mut received]), started)
+    };
+    assert!(err.message().contains("outputs[0].dtype is f64 but inputs[0].dtype is f32"), "{err}");
+}
+
 /// This crate's check: the C call takes one count for both lists.
 fn more_inputs_than_outputs_on_one_rank(comm: &Comm) {
     let size = comm.size() as usize;
@@ -351,7 +379,7 @@ fn main() {
     let comm = Comm::init().expect("ddp init");
     assert_eq!(comm.backend_name(), "mpi", "run under mpirun");
     assert!(comm.size() >= 2, "run on 2 or more ranks");
-    let tests: [(&str, fn(&Comm)); 23] = [
+    let tests: [(&str, fn(&Comm)); 24] = [
         ("wrong_length_slice", wrong_length_slice),
         ("one_more_tensor_in_the_list", one_more_tensor_in_the_list),
         ("mixed_list_with_another_dtype", mixed_list_with_another_dtype),
@@ -369,6 +397,7 @@ fn main() {
         ("name_with_a_nul_byte_on_one_rank", name_with_a_nul_byte_on_one_rank),
         ("gather_and_scatter_into_a_wrong_length_output", gather_and_scatter_into_a_wrong_length_output),
         ("more_inputs_than_outputs_on_one_rank", more_inputs_than_outputs_on_one_rank),
+        ("alltoall_of_what_does_not_fit_on_one_rank", alltoall_of_what_does_not_fit_on_one_rank),
         ("reducer_step_copying_a_wrong_length_slice", reducer_step_copying_a_wrong_length_slice),
         ("reducer_step_taking_a_view_of_another_type", reducer_step_taking_a_view_of_another_type),
         ("reducer_step_panicking_on_one_rank", reducer_step_panicking_on_one_rank),
