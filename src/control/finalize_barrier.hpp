@@ -1,6 +1,8 @@
-// The one wait for every rank at the end of a communicator's life (ddp_finalize,
-// ddp_comm_free, a failed ddp_init): only once every rank has arrived may
-// MPI or a communicator be released without risking a hang.
+// The wait for every rank at the end of a communicator's life (ddp_finalize,
+// ddp_comm_free): only once every rank has arrived may MPI or a
+// communicator be released without risking a hang. Peers announce their
+// finalize (an abort notice of reason `finalizing`), so, unlike a failed
+// ddp_init's wait (control/startup.cpp), notices do not end it.
 #pragma once
 
 #include "control/channel.hpp"

@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "control/control_plane.hpp"
-#include "control/finalize_barrier.hpp"
 #include "util/error.hpp"
 
 namespace ddp {
@@ -40,9 +39,17 @@ void fail_together(ControlChannel& channel, const std::optional<Error>& mine, do
     if (!failed.empty()) fail(others_status, "rank(s) " + rank_list(failed) + " " + others_failed);
 }
 
+// Unlike finalize's wait (control/finalize_barrier.hpp), no peer announces
+// its arrival here, so any notice or a dead peer ends the wait at once.
 bool all_reach(ControlChannel& channel, double seconds) {
     ControlPlane control(channel, seconds, seconds, default_hang_grace_s);
-    return all_reach_finalize(channel, control, seconds);
+    CallContext context = control.begin(CollectiveKind::barrier, 0);
+    try {
+        control.wait(context, channel.start_finalize_barrier(), WaitStyle::for_peers);
+        return true;
+    } catch (const Error&) {
+        return false;
+    }
 }
 
 }  // namespace ddp

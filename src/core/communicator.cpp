@@ -40,7 +40,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, std::unique_ptr
                            const Settings& settings, cuda::GpuAssignment gpu, std::string name)
     : transport_(std::move(transport)),
       device_plane_(std::move(device_plane)),
-      planes_in_front_(make_planes_in_front(*transport_, deadline_after(settings.timeout_s))),
+      planes_in_front_(make_planes_in_front(*transport_, settings.planes, deadline_after(settings.timeout_s))),
       planes_(host_planes(planes_in_front_, *transport_), device_plane_.get()),
       settings_(settings),
       control_(transport_->channel(), settings.timeout_s, settings.stall_warning_s, settings.hang_grace_s,

@@ -42,17 +42,25 @@ size_t largest_bucket(const FusionPlan& plan, const PlanSteps& steps) {
     return largest;
 }
 
+// Up to this many bytes the fusion buffer holds two buckets, so that two
+// steps in buckets can be in flight; beyond (an allgather's bucket grows
+// with the ranks) it holds one, and a step waits for the one before it.
+constexpr size_t most_pipelined_bytes = size_t{128} << 20;
+
 }  // namespace
 
 // Runs every plan step, pipelined: step k+1 is packed and started before
 // step k is waited for, so packing overlaps the transfer and two operations
 // are in flight (steps in buckets alternate between two halves of the
-// fusion buffer). Each wait is held to the call's deadline.
+// fusion buffer). Each wait is held to the call's deadline. The buffer is
+// taken at the first step that needs a bucket: a plan whose steps all run
+// where their bytes lie (one region of memory) takes none.
 void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, const CollectiveCall& call,
               const PlanSteps& steps) {
     trace::Timeline& timeline = comm.control().timeline();
     const size_t half = largest_bucket(plan, steps);
-    std::byte* buffers = half > 0 ? comm.fusion_buffer(2 * half).data() : nullptr;
+    const size_t buckets = 2 * half <= most_pipelined_bytes ? 2 : 1;
+    std::byte* buffers = nullptr;
     struct InFlight {
         const PlanStep* step = nullptr;
         size_t index = 0;             // the step's place in the plan
@@ -84,8 +92,10 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
         current.plane = plane.name();
         current.place = steps.place(step, plane);
         if (current.place == Place::bucket) {
+            if (buffers == nullptr) buffers = comm.fusion_buffer(buckets * half).data();
+            if (buckets == 1) finish(previous);  // its bucket is the one this step packs into
             current.bucket = buffers + half * next_half;
-            next_half ^= 1;
+            next_half = (next_half + 1) % buckets;
         }
         if (const char* before = steps.before(current.place)) {
             trace::Span span(timeline, before, trace::Row::work, context.sequence);

@@ -64,7 +64,7 @@ Settings resolve_settings(const ddp_init_options& opts) {
     settings.flight_recorder_size = env_count("DDP_FLIGHT_RECORDER_SIZE", int64_t{1} << 20).value_or(64);
     settings.flight_recorder_dir = env_string("DDP_FLIGHT_RECORDER_DIR").value_or("");
     settings.autotune_buckets = env_switch("DDP_AUTOTUNE").value_or(true) && !fusion_bytes;
-    check_planes_environment();
+    settings.planes = plane_switches_from_environment();
     return settings;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "control/peer_liveness.hpp"
+#include "planes/planes_in_front.hpp"
 
 #include "ddp/ddp.h"
 
@@ -30,6 +31,8 @@ struct Settings {
     int64_t flight_recorder_size = 64;
     /// DDP_FLIGHT_RECORDER_DIR: where automatic dumps go ("": the log).
     std::string flight_recorder_dir;
+    /// DDP_SHM, DDP_SHM_STREAM, DDP_HIERARCHICAL: what the planes in front may do.
+    PlaneSwitches planes;
     /// DDP_AUTOTUNE: whether a call with no fusion_bytes of its own gets its
     /// bucket size by measurement (core/bucket_tuning.hpp) instead of
     /// fusion_bytes above. DDP_FUSION_BYTES, a size chosen by hand, turns it off.

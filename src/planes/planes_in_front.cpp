@@ -1,38 +1,42 @@
 #include "planes/planes_in_front.hpp"
 
 #include "planes/hierarchical/hierarchical_plane.hpp"
-#include "planes/shm/shm_plane.hpp"
+#include "util/env.hpp"
 
 namespace ddp {
 
 namespace {
 
-struct PlaneInFront {
-    /// Collective: every rank calls it, whether or not its plane applies
-    /// here, and the ranks decide together.
-    std::unique_ptr<HostPlane> (*make)(Transport& transport, Clock::time_point deadline);
-    /// Reads the plane's switches, refusing a bad value (at ddp_init, where
-    /// every rank fails together).
-    void (*check_environment)();
-};
+/// Makes one plane, or nullptr where it does not apply or is switched off.
+/// Collective: every rank calls it, whether or not its plane applies here,
+/// and the ranks decide together.
+using MakePlane = std::unique_ptr<HostPlane> (*)(Transport& transport, const PlaneSwitches& switches,
+                                                 Clock::time_point deadline);
 
 // Best first.
-constexpr PlaneInFront planes_in_front[] = {
-    {make_shm_plane_in_front, [] { shm_request_from_environment(); }},  // every rank on one node
-    {make_hierarchical_plane_in_front, [] { hierarchical_switch_from_environment(); }},  // several nodes
+constexpr MakePlane planes_in_front[] = {
+    // Every rank on one node: shared memory.
+    [](Transport& transport, const PlaneSwitches& switches, Clock::time_point deadline) {
+        return make_shm_plane(transport.channel(), switches.shm, deadline);
+    },
+    // Ranks on several nodes.
+    [](Transport& transport, const PlaneSwitches& switches, Clock::time_point deadline) {
+        return switches.hierarchical ? make_hierarchical_plane(transport, switches.shm, deadline) : nullptr;
+    },
 };
 
 }  // namespace
 
-std::vector<std::unique_ptr<HostPlane>> make_planes_in_front(Transport& transport, Clock::time_point deadline) {
-    std::vector<std::unique_ptr<HostPlane>> planes;
-    for (const PlaneInFront& in_front : planes_in_front)
-        if (auto plane = in_front.make(transport, deadline)) planes.push_back(std::move(plane));
-    return planes;
+PlaneSwitches plane_switches_from_environment() {
+    return {{env_switch("DDP_SHM"), env_switch("DDP_SHM_STREAM")}, env_switch("DDP_HIERARCHICAL").value_or(true)};
 }
 
-void check_planes_environment() {
-    for (const PlaneInFront& in_front : planes_in_front) in_front.check_environment();
+std::vector<std::unique_ptr<HostPlane>> make_planes_in_front(Transport& transport, const PlaneSwitches& switches,
+                                                             Clock::time_point deadline) {
+    std::vector<std::unique_ptr<HostPlane>> planes;
+    for (MakePlane make : planes_in_front)
+        if (auto plane = make(transport, switches, deadline)) planes.push_back(std::move(plane));
+    return planes;
 }
 
 }  // namespace ddp

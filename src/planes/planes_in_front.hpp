@@ -1,24 +1,34 @@
 // The host planes a communicator puts in front of its transport's own in
 // the priority list: planes that know where its ranks are (shared memory
-// within one node, hierarchical across nodes). Each reads its own switches
-// from the environment; a new plane of that kind is its folder plus one
-// line in planes_in_front.cpp.
+// within one node, hierarchical across nodes). A new plane of that kind is
+// its folder plus, in planes_in_front.*, its switches and one line in the
+// table.
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "planes/host_plane.hpp"
+#include "planes/shm/shm_plane.hpp"
 #include "planes/transport.hpp"
 
 namespace ddp {
 
+/// What the user allows of them, read from the environment once, at
+/// ddp_init; sub-communicators take the world's.
+struct PlaneSwitches {
+    ShmRequest shm;             ///< DDP_SHM, DDP_SHM_STREAM
+    bool hierarchical = true;   ///< DDP_HIERARCHICAL
+};
+
+/// The switches as this process's environment gives them; a bad value is
+/// DDP_ERR_INVALID_ARGUMENT naming the variable (at ddp_init, where every
+/// rank fails together).
+PlaneSwitches plane_switches_from_environment();
+
 /// Best first; empty when none has anything to gain. Collective over the
 /// transport's ranks; `deadline` bounds their setup.
-std::vector<std::unique_ptr<HostPlane>> make_planes_in_front(Transport& transport, Clock::time_point deadline);
-
-/// Refuses a bad value in any of their switches (DDP_ERR_INVALID_ARGUMENT
-/// naming the variable): called at ddp_init.
-void check_planes_environment();
+std::vector<std::unique_ptr<HostPlane>> make_planes_in_front(Transport& transport, const PlaneSwitches& switches,
+                                                             Clock::time_point deadline);
 
 }  // namespace ddp

@@ -882,6 +882,30 @@ TEST(Regions, OneScatteredRankMakesEveryRankTakeTheFusedPlan) {
     }
 }
 
+// This process's resident memory in bytes.
+long resident_bytes() {
+    std::ifstream statm("/proc/self/statm");
+    long pages = 0, resident = 0;
+    statm >> pages >> resident;
+    return resident * sysconf(_SC_PAGESIZE);
+}
+
+TEST(Regions, ARegionRunsWhereItLiesWithNoBucketMemory) {
+    // A flat model's gradients (96 MiB of views into one buffer) move in
+    // place: libddp takes no fusion buffer for them (two buckets of the
+    // whole region were 192 MiB).
+    const int64_t quarter = int64_t{6} << 20;
+    std::vector<float> flat(static_cast<size_t>(4 * quarter), 1.0f);
+    std::vector<ddp_tensor> views;
+    for (int64_t q = 0; q < 4; ++q) views.push_back({flat.data() + q * quarter, quarter, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
+    const long before = resident_bytes();
+    ASSERT_EQ(ddp_allreduce_tensor_list(world, views.data(), 4, DDP_OP_SUM, nullptr), DDP_OK) << message();
+    const long grown = resident_bytes() - before;
+    EXPECT_LT(grown, long{32} << 20) << "resident memory grew by " << (grown >> 20) << " MiB";
+    EXPECT_EQ(flat[0], static_cast<float>(size));
+    EXPECT_EQ(flat.back(), static_cast<float>(size));
+}
+
 int main(int argc, char** argv) {
     mpi_test::start(argc, argv);
     const int result = RUN_ALL_TESTS();

@@ -10,7 +10,6 @@
 
 #include "planes/shm/shm_plane.hpp"
 #include "util/dtype.hpp"
-#include "util/env.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -186,13 +185,6 @@ std::unique_ptr<HostPlane> make_hierarchical_plane(Transport& transport, ShmRequ
                  (node_reduce.shm ? "shared memory"
                                   : "MPI (DDP_SHM=0, one rank on the node, or no shared-memory plane set up)"));
     return std::make_unique<HierarchicalPlane>(std::move(node_reduce), std::move(leaders), std::move(node_broadcast));
-}
-
-bool hierarchical_switch_from_environment() { return env_switch("DDP_HIERARCHICAL").value_or(true); }
-
-std::unique_ptr<HostPlane> make_hierarchical_plane_in_front(Transport& transport, Clock::time_point deadline) {
-    if (!hierarchical_switch_from_environment()) return nullptr;
-    return make_hierarchical_plane(transport, shm_request_from_environment(), deadline);
 }
 
 }  // namespace ddp

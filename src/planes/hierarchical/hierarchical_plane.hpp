@@ -25,11 +25,4 @@ namespace ddp {
 /// and into the node leaders); `deadline` bounds the exchanges that decide.
 std::unique_ptr<HostPlane> make_hierarchical_plane(Transport& transport, ShmRequest shm, Clock::time_point deadline);
 
-/// DDP_HIERARCHICAL: whether the plane may be used (unset: yes).
-bool hierarchical_switch_from_environment();
-
-/// The plane in front of `transport`'s own (planes/planes_in_front.cpp)
-/// unless DDP_HIERARCHICAL=0, its node stages as DDP_SHM asks.
-std::unique_ptr<HostPlane> make_hierarchical_plane_in_front(Transport& transport, Clock::time_point deadline);
-
 }  // namespace ddp

@@ -44,7 +44,6 @@
 #include "planes/shm/shm_agreement.hpp"
 #include "planes/shm/stream_copy.hpp"
 #include "util/dtype.hpp"
-#include "util/env.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -501,12 +500,6 @@ std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, ShmRequest re
     auto agreement = shm::make_shm_agreement(shared, plane_bytes(size), rank, size);
     return std::make_unique<ShmPlane>(std::make_shared<State>(std::move(shared), rank, size, request.stream),
                                       std::move(agreement));
-}
-
-ShmRequest shm_request_from_environment() { return {env_switch("DDP_SHM"), env_switch("DDP_SHM_STREAM")}; }
-
-std::unique_ptr<HostPlane> make_shm_plane_in_front(Transport& transport, Clock::time_point deadline) {
-    return make_shm_plane(transport.channel(), shm_request_from_environment(), deadline);
 }
 
 }  // namespace ddp

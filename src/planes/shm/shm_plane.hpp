@@ -11,7 +11,6 @@
 
 #include "control/channel.hpp"
 #include "planes/host_plane.hpp"
-#include "planes/transport.hpp"
 
 namespace ddp {
 
@@ -31,12 +30,5 @@ struct ShmRequest {
 /// setting it up failed on any rank (said at debug log level). Waits for
 /// peers until `deadline`; past it, it throws DDP_ERR_TIMEOUT.
 std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, ShmRequest request, Clock::time_point deadline);
-
-/// DDP_SHM and DDP_SHM_STREAM, as this process's environment says them.
-ShmRequest shm_request_from_environment();
-
-/// The plane in front of `transport`'s own (planes/planes_in_front.cpp), as
-/// the environment asks.
-std::unique_ptr<HostPlane> make_shm_plane_in_front(Transport& transport, Clock::time_point deadline);
 
 }  // namespace ddp
