@@ -196,9 +196,11 @@ TEST(PlaneList, ARowCoversOnlyItsOwnDtypesReductionsMemoryAndSizes) {
     EXPECT_TRUE(covers(hierarchical_capabilities, DataOp::allreduce, DDP_DTYPE_F32, DDP_OP_SUM, Memory::host,
                        hierarchical_min_bytes));
     // alltoall: on mpi, self, shm and nccl (send/receive groups), not on the hierarchical plane.
-    for (auto table : {std::span<const Capability>(mpi_capabilities), std::span<const Capability>(self_capabilities),
-                       std::span<const Capability>(shm_capabilities)})
+    for (auto table : {std::span<const Capability>(mpi_capabilities), std::span<const Capability>(self_capabilities)})
         EXPECT_TRUE(covers(table, DataOp::alltoall, DDP_DTYPE_BF16, DDP_OP_SUM, Memory::host, 4096));
+    // shm's from 1 MiB (below, MPI_Ialltoall measured faster).
+    EXPECT_FALSE(covers(shm_capabilities, DataOp::alltoall, DDP_DTYPE_BF16, DDP_OP_SUM, Memory::host, 1048575));
+    EXPECT_TRUE(covers(shm_capabilities, DataOp::alltoall, DDP_DTYPE_BF16, DDP_OP_SUM, Memory::host, 1048576));
     EXPECT_TRUE(covers(nccl_capabilities, DataOp::alltoall, DDP_DTYPE_BF16, DDP_OP_SUM, Memory::device, 4096));
     EXPECT_FALSE(covers(hierarchical_capabilities, DataOp::alltoall, DDP_DTYPE_F32, DDP_OP_SUM, Memory::host,
                         hierarchical_min_bytes));
