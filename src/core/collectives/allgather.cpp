@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/collectives/collective_rules.hpp"
+#include "core/collectives/rank_blocks.hpp"
 #include "core/data_steps.hpp"
 #include "core/plan_runner.hpp"
 #include "util/dtype.hpp"
@@ -45,13 +46,7 @@ public:
     // Copies every rank's block of the bucket into the members' outputs,
     // each at that rank's place.
     void unpack(const PlanStep& step, Place, const std::byte* bucket) const override {
-        for (int rank = 0; rank < ranks_; ++rank)
-            for (int64_t index : plan_.members_of(step)) {
-                const size_t bytes = byte_size(call_.tensors[static_cast<size_t>(index)]);
-                std::memcpy(static_cast<std::byte*>(call_.outputs[static_cast<size_t>(index)].data) + rank * bytes,
-                            bucket, bytes);
-                bucket += bytes;
-            }
+        unpack_rank_blocks(plan_, step, call_.outputs, ranks_, bucket);
     }
 
 private:

@@ -5,12 +5,11 @@
 // a fused step are laid out destination block by destination block in one
 // bucket, whose exchanged half holds source block by source block. The
 // steps run in the one step loop (core/plan_runner.hpp).
-#include <cstring>
 
 #include "core/collectives/collective_rules.hpp"
+#include "core/collectives/rank_blocks.hpp"
 #include "core/data_steps.hpp"
 #include "core/plan_runner.hpp"
-#include "util/dtype.hpp"
 
 namespace ddp {
 
@@ -26,12 +25,7 @@ public:
     size_t bucket_bytes(const PlanStep& step) const override { return 2 * static_cast<size_t>(step_bytes(step)); }
     // Block j of the bucket holds block j of every member, in member order.
     void pack(const PlanStep& step, std::byte* bucket) const override {
-        for (int rank = 0; rank < ranks_; ++rank)
-            for (int64_t index : plan_.members_of(step)) {
-                const size_t block = block_bytes(index);
-                std::memcpy(bucket, input(index) + rank * block, block);
-                bucket += block;
-            }
+        pack_rank_blocks(plan_, step, call_.tensors, ranks_, bucket);
     }
     std::unique_ptr<Pending> start(HostPlane& plane, const PlanStep& step, Place place,
                                    std::byte* bucket) const override {
@@ -45,23 +39,10 @@ public:
     const char* after(Place place) const override { return place == Place::bucket ? "unpack" : nullptr; }
     // Block r of the received half holds rank r's block of every member.
     void unpack(const PlanStep& step, Place, const std::byte* bucket) const override {
-        const std::byte* from = received(step, bucket);
-        for (int rank = 0; rank < ranks_; ++rank)
-            for (int64_t index : plan_.members_of(step)) {
-                const size_t block = block_bytes(index);
-                std::memcpy(static_cast<std::byte*>(call_.outputs[static_cast<size_t>(index)].data) + rank * block,
-                            from, block);
-                from += block;
-            }
+        unpack_rank_blocks(plan_, step, call_.outputs, ranks_, received(step, bucket));
     }
 
 private:
-    size_t block_bytes(int64_t index) const {
-        return byte_size(call_.tensors[static_cast<size_t>(index)]) / static_cast<size_t>(ranks_);
-    }
-    const std::byte* input(int64_t index) const {
-        return static_cast<const std::byte*>(call_.tensors[static_cast<size_t>(index)].data);
-    }
     template <typename Byte>
     Byte* received(const PlanStep& step, Byte* bucket) const {
         return bucket + step_bytes(step);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/collectives/collective_rules.hpp"
+#include "core/collectives/rank_blocks.hpp"
 #include "core/data_steps.hpp"
 #include "core/plan_runner.hpp"
 #include "device/cpu/elementwise.hpp"
@@ -30,14 +31,7 @@ public:
     // Lays the members' inputs out rank block by rank block: block r holds
     // shard r of every member, in member order.
     void pack(const PlanStep& step, std::byte* bucket) const override {
-        for (int rank = 0; rank < ranks_; ++rank)
-            for (int64_t index : plan_.members_of(step)) {
-                const size_t shard = byte_size(call_.outputs[static_cast<size_t>(index)]);
-                std::memcpy(bucket,
-                            static_cast<const std::byte*>(call_.tensors[static_cast<size_t>(index)].data) + rank * shard,
-                            shard);
-                bucket += shard;
-            }
+        pack_rank_blocks(plan_, step, call_.tensors, ranks_, bucket);
     }
     std::unique_ptr<Pending> start(HostPlane& plane, const PlanStep& step, Place place,
                                    std::byte* bucket) const override {
