@@ -71,6 +71,10 @@ def _allreduce_arguments(call, tensors, op, fusion_bytes, stream, timeout):
     options = collective_options(fusion_bytes, stream, timeout, _leaf_names.of(tensors, leaves))
     return rebuild, reduce_op, staging, tensor_list, options
 
+# allgather's and alltoall's place for the op they do not take (None is a bad op).
+_NO_OP = object()
+
+
 def _sharded_arguments(call, tensors, out, fusion_bytes, stream, timeout):
     """What allgather, reduce_scatter and alltoall (blocking or async) hand
     libddp: the tree's leaves as inputs (only read), the outputs (out's
@@ -323,6 +327,27 @@ class Communicator:
                  reduce_op, root, options)
         return staging.rebuilt(tensors, rebuild)
 
+    def _sharded(self, collective, c_function, tensors, out, op, fusion_bytes, stream, timeout,
+                 asynchronous=False):
+        """allgather's, reduce_scatter's or alltoall's call (op: _NO_OP for
+        the two that take none) through c_function: blocking, or its _async
+        form returning a Request. Everything is read inside the checks, so
+        that a mistake on one rank fails its peers at once."""
+        if asynchronous:
+            _free_finished_abandoned()
+        with self._checked(collective, tensors, "tensors", timeout) as call:
+            tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
+            reduce_op = () if op is _NO_OP else (op_value(op),)
+            inputs, outputs, options, finish = _sharded_arguments(
+                call, tensors, out, fusion_bytes, stream, timeout)
+        arguments = (self._handle, inputs.array, outputs.array, len(inputs), *reduce_op, options)
+        if not asynchronous:
+            call.run(c_function, *arguments)
+            return finish()
+        request = ctypes.POINTER(_ffi.ddp_request)()
+        call.run(c_function, *arguments, request)
+        return Request(request, finish, (inputs, outputs))
+
     def allgather(self, tensors, out=None, *, fusion_bytes=None, stream=None, timeout=None):
         """Every rank's leaves of tensors (an array, a number or a tree of them),
         concatenated in rank order along the first dimension: a leaf of shape
@@ -332,27 +357,15 @@ class Communicator:
         tree of the same structure; a JAX leaf there comes back as a new
         value). A leaf may be this rank's block of its out leaf (in place).
         The inputs are only read. timeout: as allreduce's."""
-        with self._checked("allgather", tensors, "tensors", timeout) as call:
-            tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
-            inputs, outputs, options, finish = _sharded_arguments(
-                call, tensors, out, fusion_bytes, stream, timeout)
-        call.run(_ffi.ddp_allgather_tensor_list, self._handle, inputs.array, outputs.array,
-                 len(inputs), options)
-        return finish()
+        return self._sharded("allgather", _ffi.ddp_allgather_tensor_list, tensors, out, _NO_OP,
+                             fusion_bytes, stream, timeout)
 
     def allgather_async(self, tensors, out=None, *, fusion_bytes=None, stream=None, timeout=None):
         """Starts allgather in the background; returns a Request whose wait()
         gives what allgather would have returned. Leave the arrays alone until
         then."""
-        _free_finished_abandoned()
-        with self._checked("allgather", tensors, "tensors", timeout) as call:
-            tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
-            inputs, outputs, options, finish = _sharded_arguments(
-                call, tensors, out, fusion_bytes, stream, timeout)
-        request = ctypes.POINTER(_ffi.ddp_request)()
-        call.run(_ffi.ddp_allgather_tensor_list_async, self._handle, inputs.array, outputs.array,
-                 len(inputs), options, request)
-        return Request(request, finish, (inputs, outputs))
+        return self._sharded("allgather", _ffi.ddp_allgather_tensor_list_async, tensors, out, _NO_OP,
+                             fusion_bytes, stream, timeout, asynchronous=True)
 
     def reduce_scatter(self, tensors, op="sum", out=None, *, fusion_bytes=None, stream=None,
                        timeout=None):
@@ -363,29 +376,15 @@ class Communicator:
         a ValueError (pad it). The tree that comes back is new NumPy arrays, or
         out's leaves written in place, as allgather's. The inputs are only
         read: the gradient half of ZeRO and FSDP, allgather the parameter half."""
-        with self._checked("reduce_scatter", tensors, "tensors", timeout) as call:
-            tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
-            reduce_op = op_value(op)
-            inputs, outputs, options, finish = _sharded_arguments(
-                call, tensors, out, fusion_bytes, stream, timeout)
-        call.run(_ffi.ddp_reduce_scatter_tensor_list, self._handle, inputs.array, outputs.array,
-                 len(inputs), reduce_op, options)
-        return finish()
+        return self._sharded("reduce_scatter", _ffi.ddp_reduce_scatter_tensor_list, tensors, out, op,
+                             fusion_bytes, stream, timeout)
 
     def reduce_scatter_async(self, tensors, op="sum", out=None, *, fusion_bytes=None,
                              stream=None, timeout=None):
         """Starts reduce_scatter in the background; returns a Request whose
         wait() gives what reduce_scatter would have returned."""
-        _free_finished_abandoned()
-        with self._checked("reduce_scatter", tensors, "tensors", timeout) as call:
-            tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
-            reduce_op = op_value(op)
-            inputs, outputs, options, finish = _sharded_arguments(
-                call, tensors, out, fusion_bytes, stream, timeout)
-        request = ctypes.POINTER(_ffi.ddp_request)()
-        call.run(_ffi.ddp_reduce_scatter_tensor_list_async, self._handle, inputs.array,
-                 outputs.array, len(inputs), reduce_op, options, request)
-        return Request(request, finish, (inputs, outputs))
+        return self._sharded("reduce_scatter", _ffi.ddp_reduce_scatter_tensor_list_async, tensors, out, op,
+                             fusion_bytes, stream, timeout, asynchronous=True)
 
     def alltoall(self, tensors, out=None, *, fusion_bytes=None, stream=None, timeout=None):
         """Exchanges blocks of every leaf of tensors between every pair of
@@ -399,27 +398,15 @@ class Communicator:
         The tree that comes back is new NumPy arrays, or out's leaves written
         in place, as allgather's; the inputs are only read (and must not
         overlap out). timeout: as allreduce's."""
-        with self._checked("alltoall", tensors, "tensors", timeout) as call:
-            tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
-            inputs, outputs, options, finish = _sharded_arguments(
-                call, tensors, out, fusion_bytes, stream, timeout)
-        call.run(_ffi.ddp_alltoall_tensor_list, self._handle, inputs.array, outputs.array,
-                 len(inputs), options)
-        return finish()
+        return self._sharded("alltoall", _ffi.ddp_alltoall_tensor_list, tensors, out, _NO_OP,
+                             fusion_bytes, stream, timeout)
 
     def alltoall_async(self, tensors, out=None, *, fusion_bytes=None, stream=None, timeout=None):
         """Starts alltoall in the background; returns a Request whose wait()
         gives what alltoall would have returned. Leave the arrays alone until
         then."""
-        _free_finished_abandoned()
-        with self._checked("alltoall", tensors, "tensors", timeout) as call:
-            tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
-            inputs, outputs, options, finish = _sharded_arguments(
-                call, tensors, out, fusion_bytes, stream, timeout)
-        request = ctypes.POINTER(_ffi.ddp_request)()
-        call.run(_ffi.ddp_alltoall_tensor_list_async, self._handle, inputs.array, outputs.array,
-                 len(inputs), options, request)
-        return Request(request, finish, (inputs, outputs))
+        return self._sharded("alltoall", _ffi.ddp_alltoall_tensor_list_async, tensors, out, _NO_OP,
+                             fusion_bytes, stream, timeout, asynchronous=True)
 
     def sync_optimizer_state(self, state, root=0, stream=None, timeout=None):
         """Makes state equal root's and returns it: writable arrays are overwritten
