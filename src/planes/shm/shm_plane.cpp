@@ -213,7 +213,7 @@ private:
                 phase_ = 1;
             }
             if (phase_ == 1) {
-                if (reduces()) {
+                if (reduces(args_.kind)) {
                     if (!state.all_reached(posted, s)) return false;
                     reduce_part(s);
                 }
@@ -249,10 +249,6 @@ private:
     }
 
     bool writes_buffer() const { return args_.kind != DataOp::broadcast || me() == args_.root; }
-    bool reduces() const {
-        return args_.kind == DataOp::allreduce || args_.kind == DataOp::reduce || args_.kind == DataOp::reduce_scatter;
-    }
-
     bool gathered() const { return !pieces_.empty(); }
 
     void copy_in(uint64_t s) {
