@@ -608,7 +608,8 @@ void bench_overlap(const std::string& label, const GradientList& g, int runs) {
 int main(int argc, char** argv) {
     if (argc != 5 && argc != 6) {
         std::fprintf(stderr, "usage: %s MODELS_DIR LABEL RUNS CSV [SECTIONS]\n"
-                             "  SECTIONS: comma-separated sizes,lists,shards,overhead,overlap,backward (default: all)\n", argv[0]);
+                             "  SECTIONS: comma-separated sizes,lists,shards,overhead,overlap,backward (default: all)\n"
+                             "  BENCH_LISTS=gpt2,2500x256 (environment): only these of the lists\n", argv[0]);
         return 2;
     }
     const std::string sections = argc == 6 ? argv[5] : "sizes,lists,shards,overhead,overlap,backward";
@@ -642,7 +643,9 @@ int main(int argc, char** argv) {
                     "max ms", "x libddp");
     if (wanted("sizes")) bench_sizes(csv, label, runs);
     if (wanted("lists"))
-        for (const auto& g : lists) bench_list(csv, label, g, runs);
+        for (const auto& g : lists)
+            if (!std::getenv("BENCH_LISTS") || std::string(std::getenv("BENCH_LISTS")).find(g.name) != std::string::npos)
+                bench_list(csv, label, g, runs);
     if (wanted("shards")) bench_shards(csv, label, lists[0], runs);
     if (wanted("overhead")) bench_overhead(label);
     if (wanted("overlap")) bench_overlap(label, lists[0], runs);

@@ -14,7 +14,11 @@ namespace {
 using std::chrono::duration;
 using std::chrono::duration_cast;
 
-// Peers usually arrive within microseconds: spin this long before pacing.
+// Peers usually arrive within microseconds: spin this long before sleeping
+// (or, for an operation that cannot sleep, pacing). Measured (2 ranks, shm,
+// spins of 0-200 µs; docs/benchmark.md, "Busy cores"): 0-5 µs made 4-16 KiB
+// calls 3-7x slower on a quiet machine, 20 µs made them 3x slower beside a
+// CPU-bound process; on the model lists 20, 50 and 200 µs were alike.
 constexpr auto hot_spin = std::chrono::microseconds(200);
 // How often a wait looks for abort notices and the stall threshold.
 constexpr auto control_interval = std::chrono::milliseconds(1);
@@ -168,6 +172,8 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
         }
         if (now > call.deadline) give_up(call, std::move(pending));
         if (now - start < hot_spin) continue;
+        // A peer off its core gets the core back sooner from a rank asleep.
+        if (test_or_abandon(pending, std::min({next_control, next_liveness, call.deadline}))) continue;
         switch (style) {
         case WaitStyle::for_data: std::this_thread::yield(); break;
         case WaitStyle::for_peers: std::this_thread::sleep_for(std::chrono::microseconds(50)); break;
@@ -175,9 +181,9 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
     }
 }
 
-bool ControlPlane::test_or_abandon(std::unique_ptr<Pending>& pending) {
+bool ControlPlane::test_or_abandon(std::unique_ptr<Pending>& pending, std::optional<Clock::time_point> sleep_until) {
     try {
-        return pending->test();
+        return sleep_until ? pending->sleep(*sleep_until) : pending->test();
     } catch (const Error&) {
         // MPI may still hold the operation's buffers: they must outlive it.
         channel_.abandon(std::move(pending));

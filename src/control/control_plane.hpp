@@ -146,8 +146,9 @@ private:
     /// After stop_call: marks the call in the flight recorder and breaks the
     /// communicator with `message`.
     [[noreturn]] void break_call(CallContext& call, const std::string& message);
-    /// pending->test(); when it throws, the operation is abandoned first.
-    bool test_or_abandon(std::unique_ptr<Pending>& pending);
+    /// pending->test(), or pending->sleep(*sleep_until) where one is given;
+    /// when it throws, the operation is abandoned first.
+    bool test_or_abandon(std::unique_ptr<Pending>& pending, std::optional<Clock::time_point> sleep_until = {});
     /// Throws when a peer gave up on this very call: it may have sent all
     /// this rank needed before its deadline passed (a small allreduce rides
     /// in one round), and no rank may report success for a collective its

@@ -13,6 +13,7 @@ public:
     HoldingMemory(std::unique_ptr<Pending> operation, std::shared_ptr<void> memory)
         : memory_(std::move(memory)), operation_(std::move(operation)) {}
     bool test() override { return operation_->test(); }
+    bool sleep(Clock::time_point until) override { return operation_->sleep(until); }
 
 private:
     std::shared_ptr<void> memory_;

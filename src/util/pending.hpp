@@ -17,6 +17,13 @@ class Pending {
 public:
     virtual ~Pending() = default;
     virtual bool test() = 0;
+    /// Sleeps until test() may get further (a peer moved) or until `until`,
+    /// and says true; false, at once, where the operation cannot tell (an
+    /// MPI request progresses only while tested): its waiter paces itself.
+    virtual bool sleep(Clock::time_point until) {
+        (void)until;
+        return false;
+    }
 };
 
 }  // namespace ddp

@@ -6,8 +6,11 @@
 // reference), every op and dtype at sizes around the plane's 1 MiB chunks,
 // NaN, every collective the plane runs, and no name left in /dev/shm.
 #include <dirent.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +18,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "device/cpu/elementwise.hpp"
@@ -351,6 +355,49 @@ TEST(Shm, ManyFusedStepsInFlightAndAsyncRequests) {
     for (size_t t = 0; t < tensors.size(); ++t)
         for (size_t i = 0; i < tensors[t].size(); i += 997)
             ASSERT_EQ(tensors[t][i], ranks_sum + static_cast<float>(size) * static_cast<float>(t + i % 5));
+}
+
+TEST(Shm, ARankWaitingForAStoppedPeerGivesItsCoreAway) {
+    // A rank that spun (or only yielded) while its peer waited for a core
+    // would burn the slice the peer needs (issue 31): past a short spin, a
+    // waiting rank sleeps on the segment's doorbell until the peer moves.
+    // The last rank stops itself (SIGSTOP) a few ms into a 64 MiB allreduce,
+    // past agreement's round, in the data steps; rank 0 resumes it 400 ms
+    // later. Every other rank's thread must have slept meanwhile.
+    if (!shm_expected()) GTEST_SKIP() << "the shared-memory plane is off here";
+    std::vector<float> data(16 << 20, 1.0f);
+    ddp_tensor tensor{data.data(), static_cast<int64_t>(data.size()), DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
+    std::vector<int32_t> pids(static_cast<size_t>(size));
+    int32_t mine = ::getpid();
+    ddp_tensor my_pid{&mine, 1, DDP_DTYPE_I32, DDP_DEVICE_CPU, 0, 0};
+    ddp_tensor every_pid{pids.data(), size, DDP_DTYPE_I32, DDP_DEVICE_CPU, 0, 0};
+    ASSERT_EQ(ddp_allgather_tensor_list(world, &my_pid, &every_pid, 1, nullptr), DDP_OK) << mpi_test::message();
+    const bool stops = rank == size - 1;
+    std::thread signaller([&] {
+        if (stops) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(3));
+            ::kill(::getpid(), SIGSTOP);
+        } else if (rank == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(400));
+            ::kill(pids.back(), SIGCONT);
+        }
+    });
+    timespec cpu_before{}, cpu_after{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_before);
+    const auto start = std::chrono::steady_clock::now();
+    const ddp_status status = ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, nullptr);
+    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu_after);
+    signaller.join();
+    ASSERT_EQ(status, DDP_OK) << mpi_test::message();
+    const double cpu_s = static_cast<double>(cpu_after.tv_sec - cpu_before.tv_sec) +
+                         1e-9 * static_cast<double>(cpu_after.tv_nsec - cpu_before.tv_nsec);
+    EXPECT_EQ(data[0], static_cast<float>(size));
+    if (!stops) {
+        ASSERT_GT(wall_s, 0.3) << "this rank did not wait for the stopped one";
+        EXPECT_LT(cpu_s, 0.25 * wall_s) << "waiting " << wall_s << " s for a stopped peer took " << cpu_s
+                                        << " s of this rank's CPU";
+    }
 }
 
 int main(int argc, char** argv) {

@@ -37,7 +37,8 @@ std::vector<double> probe_round(std::vector<std::byte>& flags_area, int ranks, u
     std::vector<std::thread> threads;
     for (int rank = 0; rank < ranks; ++rank)
         threads.emplace_back([&, rank] {
-            ddp::shm::ProgressFlags flags(flags_area.data(), cache_line, rank, ranks);
+            ddp::shm::ProgressFlags flags(flags_area.data(), cache_line,
+                                          ddp::shm::Doorbell(flags_area.data() + ranks * cache_line), rank, ranks);
             ddp::shm::DistanceProbe probe(flags, 0, rank, ranks, first_token, passes);
             while (!probe.advance()) std::this_thread::yield();
             hop_ns[static_cast<size_t>(rank)] = probe.hop_ns();

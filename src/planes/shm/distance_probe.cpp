@@ -22,11 +22,12 @@ bool DistanceProbe::advance() {
             if (Clock::now() > give_back_at) return false;
             continue;
         }
-        flags_->set(which_, token(passed_));
+        flags_->store(which_, token(passed_));
         // The token came round once since this rank last passed it: one
         // ring. The least ring counts: the first may hold a late peer's
         // arrival, any may hold a preemption.
         const auto now = Clock::now();
+        flags_->ring();  // after the clock: its fence waits for the store to leave this core
         if (passed_ > 0) {
             const double ring_ns = std::chrono::duration<double, std::nano>(now - last_passed_).count();
             hop_ns_ = passed_ == 1 ? ring_ns / size_ : std::min(hop_ns_, ring_ns / size_);

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <functional>
 
 #include "control/channel.hpp"
 #include "planes/shm/combine.hpp"
@@ -43,13 +44,17 @@ class Round;
 /// the rounds, so one a timeout abandoned keeps the mapping alive.
 class Area {
 public:
-    Area(std::shared_ptr<const Segment> segment, size_t offset, int rank, int size)
-        : segment_(std::move(segment)), base_(segment_->data() + offset), flags_(base_, per_rank_bytes, rank, size),
+    Area(std::shared_ptr<const Segment> segment, size_t offset, Doorbell doorbell, int rank, int size)
+        : segment_(std::move(segment)), base_(segment_->data() + offset),
+          flags_(base_, per_rank_bytes, doorbell, rank, size),
           rank_(rank), size_(size) {}
 
     int rank() const { return rank_; }
     int size() const { return size_; }
     void set(Flag which, uint64_t round) { flags_.set(which, round); }
+    void sleep_unless(const std::function<bool()>& moved, Clock::time_point until) {
+        flags_.sleep_unless(moved, until);
+    }
     bool all_reached(Flag which, uint64_t round) const { return flags_.all_reached(which, round); }
     std::byte* slot(int rank, uint64_t round) const {
         return base_ + static_cast<size_t>(rank) * per_rank_bytes + 2 * line + (round % 2) * slot_bytes;
@@ -88,6 +93,10 @@ public:
         // Only the caller's own test() writes into its buffers.
         std::copy_n(words_.begin(), values_.size(), values_.begin());
         if (bytes_ > 0) std::memcpy(carried_, payload_.data(), bytes_);
+        return true;
+    }
+    bool sleep(Clock::time_point until) override {
+        area_->sleep_unless([this] { return test(); }, until);
         return true;
     }
 
@@ -163,9 +172,9 @@ private:
 
 size_t agreement_area_bytes(int ranks) { return static_cast<size_t>(ranks) * per_rank_bytes; }
 
-std::unique_ptr<AgreementRoute> make_shm_agreement(std::shared_ptr<const Segment> segment, size_t offset, int rank,
-                                                   int size) {
-    return std::make_unique<ShmAgreement>(std::make_shared<Area>(std::move(segment), offset, rank, size));
+std::unique_ptr<AgreementRoute> make_shm_agreement(std::shared_ptr<const Segment> segment, size_t offset,
+                                                   Doorbell doorbell, int rank, int size) {
+    return std::make_unique<ShmAgreement>(std::make_shared<Area>(std::move(segment), offset, doorbell, rank, size));
 }
 
 }  // namespace ddp::shm

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "control/agreement_route.hpp"
+#include "planes/shm/doorbell.hpp"
 #include "planes/shm/segment.hpp"
 
 namespace ddp::shm {
@@ -16,8 +17,8 @@ namespace ddp::shm {
 size_t agreement_area_bytes(int ranks);
 
 /// The route over the area at `offset` in `segment` (zeroed, the same on
-/// every rank), for this `rank` of `size`.
-std::unique_ptr<AgreementRoute> make_shm_agreement(std::shared_ptr<const Segment> segment, size_t offset, int rank,
-                                                   int size);
+/// every rank), for this `rank` of `size`; waiting ranks sleep on `doorbell`.
+std::unique_ptr<AgreementRoute> make_shm_agreement(std::shared_ptr<const Segment> segment, size_t offset,
+                                                   Doorbell doorbell, int rank, int size);
 
 }  // namespace ddp::shm

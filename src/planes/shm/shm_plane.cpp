@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -59,7 +60,7 @@ using shm::Segment;
 /// fewer steps, fewer waits for a peer, faster in most cells.
 constexpr size_t chunk_bytes = 1024 * 1024;
 constexpr size_t line = shm::cache_line;
-constexpr uint64_t layout_magic = 0x64647073686d3033;  // "ddpshm03"
+constexpr uint64_t layout_magic = 0x64647073686d3034;  // "ddpshm04"
 
 /// Operations of at least this many bytes measure the distance now and then
 /// and stream their copies when far; smaller ones stay in the caches.
@@ -75,9 +76,12 @@ constexpr int probe_passes = 5;
 
 enum Flag : size_t { posted = 0, reduced = 1, consumed = 2, probe = 3, flags_per_rank = 4 };
 
-/// The plane's part of the segment; agreement's area follows it.
+/// The segment: the layout's words, the doorbell, every rank's flags, every
+/// rank's two buffers, then agreement's area.
+constexpr size_t doorbell_at = line;
+constexpr size_t flags_at = 2 * line;
 size_t plane_bytes(int ranks) {
-    return line + static_cast<size_t>(ranks) * (flags_per_rank * line + 2 * chunk_bytes);
+    return flags_at + static_cast<size_t>(ranks) * (flags_per_rank * line + 2 * chunk_bytes);
 }
 size_t segment_bytes(int ranks) { return plane_bytes(ranks) + shm::agreement_area_bytes(ranks); }
 
@@ -89,16 +93,21 @@ class Operation;
 class State {
 public:
     State(std::shared_ptr<const Segment> segment, int rank, int size, std::optional<bool> stream)
-        : segment_(std::move(segment)), flags_(segment_->data() + line, flags_per_rank * line, rank, size),
+        : segment_(std::move(segment)),
+          flags_(segment_->data() + flags_at, flags_per_rank * line, shm::Doorbell(segment_->data() + doorbell_at), rank,
+                 size),
           rank_(rank), size_(size), stream_(stream), scratch_(chunk_bytes) {}
 
     int rank() const { return rank_; }
     int size() const { return size_; }
     uint64_t flag(int rank, Flag which) const { return flags_.get(rank, which); }
     void set(Flag which, uint64_t step) { flags_.set(which, step); }
+    void sleep_unless(const std::function<bool()>& moved, Clock::time_point until) {
+        flags_.sleep_unless(moved, until);
+    }
     bool all_reached(Flag which, uint64_t step) const { return flags_.all_reached(which, step); }
     std::byte* buffer(int rank, uint64_t step) const {
-        return segment_->data() + line + static_cast<size_t>(size_) * flags_per_rank * line +
+        return segment_->data() + flags_at + static_cast<size_t>(size_) * flags_per_rank * line +
                (static_cast<size_t>(rank) * 2 + step % 2) * chunk_bytes;
     }
     std::byte* scratch() { return scratch_.data(); }
@@ -187,6 +196,10 @@ public:
 
     bool done() const { return done_; }
     bool test() override { return state_->started.drive(*this); }
+    bool sleep(Clock::time_point until) override {
+        state_->sleep_unless([this] { return test(); }, until);
+        return true;
+    }
 
 private:
     friend class shm::StartOrder<Operation>;
@@ -493,7 +506,8 @@ std::unique_ptr<HostPlane> make_shm_plane(ControlChannel& channel, ShmRequest re
              "the shared-memory plane is on for this communicator (" + std::to_string(size) + " ranks, " +
                  std::to_string(bytes) + " bytes of shared memory)");
     std::shared_ptr<const Segment> shared(std::move(segment));
-    auto agreement = shm::make_shm_agreement(shared, plane_bytes(size), rank, size);
+    auto agreement =
+        shm::make_shm_agreement(shared, plane_bytes(size), shm::Doorbell(shared->data() + doorbell_at), rank, size);
     return std::make_unique<ShmPlane>(std::make_shared<State>(std::move(shared), rank, size, request.stream),
                                       std::move(agreement));
 }
