@@ -8,7 +8,9 @@
 // communication an async allreduce leaves exposed behind compute; and
 // allgather, reduce_scatter and alltoall against MPI_Allgather,
 // MPI_Reduce_scatter_block and MPI_Alltoall on the same bytes; and one buffer of 4 KiB to
-// 256 MiB against a bare MPI_Allreduce (the shared-memory plane's rows).
+// 256 MiB against a bare MPI_Allreduce (the shared-memory plane's rows); and,
+// built with OpenBLAS, whole training steps whose backward pass is a GEMM on
+// every core while the reducer works (section gemm).
 // Each row also carries the cache-line round trip between ranks 0 and 1
 // measured just before it: on a virtual machine the host may place the two
 // vCPUs near each other (~100 ns) or far apart (~500 ns) and move them while
@@ -36,6 +38,9 @@
 
 #define DDP_EXPERIMENTAL_API  // ddp_reducer_*
 #include "ddp/ddp.h"
+#ifdef DDP_BENCH_BLAS
+#include <cblas.h>
+#endif
 
 namespace {
 
@@ -416,6 +421,81 @@ void bench_shards(FILE* csv, const std::string& label, const GradientList& model
 // the host idle between them (as while a GPU computes the next layer), for
 // `compute_s` in all, spread by size. Each strategy is timed from the last
 // gradient to every gradient reduced (the slowest rank's, median of runs).
+/// A backward pass done by hand as PyTorch DDP and Horovod do it: `compute(i)`
+/// makes gradient i (last to first); 4 MB buckets filled in that order, each
+/// MPI_Iallreduce started when full and tested after every gradient; the
+/// average written back. Returns the moment the last gradient was made.
+double hand_made_backward(Buffers& b, std::vector<std::vector<float>>& buckets,
+                          const std::function<void(size_t)>& compute) {
+    const size_t n = b.list.size();
+    const size_t bucket_floats = (4u << 20) / sizeof(float);
+    std::vector<MPI_Request> requests;
+    size_t used = 0, bucket = 0;
+    auto start_bucket = [&] {
+        requests.emplace_back();
+        MPI_Iallreduce(MPI_IN_PLACE, buckets[bucket].data(), static_cast<int>(used), MPI_FLOAT, MPI_SUM,
+                       MPI_COMM_WORLD, &requests.back());
+        ++bucket;
+        used = 0;
+    };
+    std::vector<std::pair<size_t, size_t>> placed(n);  // tensor -> (bucket, offset)
+    for (size_t i = n; i-- > 0;) {
+        compute(i);
+        const auto& t = b.tensors[i];
+        if (used > 0 && used + t.size() > bucket_floats) start_bucket();
+        if (buckets.size() <= bucket) buckets.emplace_back();
+        if (buckets[bucket].size() < used + t.size()) buckets[bucket].resize(std::max(bucket_floats, used + t.size()));
+        std::memcpy(buckets[bucket].data() + used, t.data(), t.size() * sizeof(float));
+        placed[i] = {bucket, used};
+        used += t.size();
+        int done = 0;
+        if (!requests.empty()) MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+    }
+    const double last = MPI_Wtime();
+    if (used > 0) start_bucket();
+    MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+    for (size_t i = 0; i < n; ++i) {
+        auto& t = b.tensors[i];
+        const float* from = buckets[placed[i].first].data() + placed[i].second;
+        for (size_t k = 0; k < t.size(); ++k) t[k] = from[k] / static_cast<float>(size);
+    }
+    return last;
+}
+
+/// The same pass through libddp's reducer: each gradient marked ready as it
+/// is made. Returns the moment the last gradient was made.
+double reducer_backward(Buffers& b, ddp_reducer* reducer, const std::function<void(size_t)>& compute) {
+    for (size_t i = b.list.size(); i-- > 0;) {
+        compute(i);
+        ddp_reducer_mark_ready(reducer, static_cast<int64_t>(i));
+    }
+    const double last = MPI_Wtime();
+    ddp_reducer_wait(reducer);
+    return last;
+}
+
+/// Over `runs` (after 2 warm-ups), the slowest rank's whole passes and
+/// their tails, from the last gradient to all reduced.
+struct PassTimes {
+    Stats step, tail;
+};
+PassTimes time_passes(int runs, const std::function<double()>& backward) {
+    std::vector<double> steps, tails;
+    for (int i = 0; i < 2 + runs; ++i) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double start = MPI_Wtime();
+        const double last = backward();
+        double times[2] = {MPI_Wtime() - start, MPI_Wtime() - last};
+        MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (i >= 2) steps.push_back(times[0]), tails.push_back(times[1]);
+    }
+    auto stats = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return Stats{v[v.size() / 2], v.front(), v.back()};
+    };
+    return {stats(steps), stats(tails)};
+}
+
 void bench_backward(const std::string& label, const GradientList& g, int runs, double compute_s) {
     Buffers b(g);
     const auto n = b.list.size();
@@ -425,77 +505,17 @@ void bench_backward(const std::string& label, const GradientList& g, int runs, d
         const double share = static_cast<double>(b.tensors[i].size() * sizeof(float)) / total_bytes;
         std::this_thread::sleep_for(std::chrono::duration<double>(compute_s * share));
     };
-    // Runs `backward` (which produces every gradient and returns the moment of
-    // the last one), then reports the time from that moment to its end.
-    auto time_tail = [&](const std::function<double()>& backward) {
-        std::vector<double> tails;
-        for (int i = 0; i < 2 + runs; ++i) {
-            MPI_Barrier(MPI_COMM_WORLD);
-            const double last = backward();
-            double tail = MPI_Wtime() - last;
-            MPI_Allreduce(MPI_IN_PLACE, &tail, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            if (i >= 2) tails.push_back(tail);
-        }
-        std::sort(tails.begin(), tails.end());
-        return tails[tails.size() / 2];
-    };
-    const double blocking = time_tail([&] {
+    const double blocking = time_passes(runs, [&] {
         for (size_t i = n; i-- > 0;) idle_for(i);
         const double last = MPI_Wtime();
         ddp_allreduce_tensor_list(world, b.list.data(), static_cast<int64_t>(n), DDP_OP_AVG, nullptr);
         return last;
-    });
-    // PyTorch-style by hand: 4 MB buckets filled in backward order, each
-    // MPI_Iallreduce started when full and tested after every gradient.
-    const size_t bucket_floats = (4u << 20) / sizeof(float);
+    }).tail.median;
     std::vector<std::vector<float>> buckets;
-    const double hand_made = time_tail([&] {
-        std::vector<MPI_Request> requests;
-        std::vector<std::pair<size_t, size_t>> members;  // (bucket, first tensor in backward order)
-        size_t used = 0, bucket = 0;
-        std::vector<size_t> order;
-        for (size_t i = n; i-- > 0;) order.push_back(i);
-        auto start_bucket = [&] {
-            requests.emplace_back();
-            MPI_Iallreduce(MPI_IN_PLACE, buckets[bucket].data(), static_cast<int>(used), MPI_FLOAT, MPI_SUM,
-                           MPI_COMM_WORLD, &requests.back());
-            ++bucket;
-            used = 0;
-        };
-        std::vector<std::pair<size_t, size_t>> placed(n);  // tensor -> (bucket, offset)
-        for (size_t i : order) {
-            idle_for(i);
-            const auto& t = b.tensors[i];
-            if (used > 0 && used + t.size() > bucket_floats) start_bucket();
-            if (buckets.size() <= bucket) buckets.emplace_back();
-            if (buckets[bucket].size() < used + t.size()) buckets[bucket].resize(std::max(bucket_floats, used + t.size()));
-            std::memcpy(buckets[bucket].data() + used, t.data(), t.size() * sizeof(float));
-            placed[i] = {bucket, used};
-            used += t.size();
-            int done = 0;
-            if (!requests.empty()) MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
-        }
-        const double last = MPI_Wtime();
-        if (used > 0) start_bucket();
-        MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
-        for (size_t i = 0; i < n; ++i) {
-            auto& t = b.tensors[i];
-            const float* from = buckets[placed[i].first].data() + placed[i].second;
-            for (size_t k = 0; k < t.size(); ++k) t[k] = from[k] / static_cast<float>(size);
-        }
-        return last;
-    });
+    const double hand_made = time_passes(runs, [&] { return hand_made_backward(b, buckets, idle_for); }).tail.median;
     ddp_reducer* reducer = nullptr;
     ddp_reducer_create(world, b.list.data(), static_cast<int64_t>(n), DDP_OP_AVG, nullptr, &reducer);
-    const double persistent = time_tail([&] {
-        for (size_t i = n; i-- > 0;) {
-            idle_for(i);
-            ddp_reducer_mark_ready(reducer, static_cast<int64_t>(i));
-        }
-        const double last = MPI_Wtime();
-        ddp_reducer_wait(reducer);
-        return last;
-    });
+    const double persistent = time_passes(runs, [&] { return reducer_backward(b, reducer, idle_for); }).tail.median;
     ddp_reducer_free(reducer);
     if (rank == 0)
         std::printf("backward (%s, %d ranks, %s, %.0f ms of idle compute): from the last gradient to all reduced: "
@@ -504,6 +524,69 @@ void bench_backward(const std::string& label, const GradientList& g, int runs, d
                     label.c_str(), size, g.name.c_str(), compute_s * 1e3, blocking * 1e3, hand_made * 1e3,
                     hand_made / blocking, persistent * 1e3, persistent / blocking);
 }
+
+#ifdef DDP_BENCH_BLAS
+/// A CPU training step as users run one: the backward pass is real compute,
+/// a single-precision GEMM on every core (OpenBLAS's threads), spread over
+/// the gradients by size, while the gradients are reduced. Whole steps,
+/// slowest rank: compute alone, libddp's reducer (overlapped), the
+/// hand-made 4 MB buckets (overlapped), and compute then one blocking
+/// MPI_Allreduce of a flat buffer; rows "<list>+gemm", ratios to the reducer.
+void bench_gemm(FILE* csv, const std::string& label, const GradientList& g, int runs) {
+    Buffers b(g);
+    const auto n = b.list.size();
+    constexpr int dim = 384;
+    std::vector<float> A(dim * dim, 0.5f), B(dim * dim, 0.25f), C(dim * dim, 0.0f);
+    auto gemm = [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, dim, dim, dim, 1.0f, A.data(), dim, B.data(), dim,
+                    0.0f, C.data(), dim);
+    };
+    // As many GEMMs as one blocking allreduce of the list lasts, at least 8:
+    // compute and communication of like size, so either could hide the other.
+    MPI_Barrier(MPI_COMM_WORLD);
+    double reduce_s = MPI_Wtime();
+    ddp_allreduce_tensor_list(world, b.list.data(), static_cast<int64_t>(n), DDP_OP_AVG, nullptr);
+    reduce_s = MPI_Wtime() - reduce_s;
+    double gemm_s = MPI_Wtime();
+    for (int k = 0; k < 4; ++k) gemm();
+    gemm_s = (MPI_Wtime() - gemm_s) / 4;
+    double measured[2] = {reduce_s, gemm_s};
+    MPI_Allreduce(MPI_IN_PLACE, measured, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    const double gemms = std::max(8.0, std::round(measured[0] / measured[1]));
+    double total_bytes = 0;
+    for (const auto& t : b.tensors) total_bytes += static_cast<double>(t.size() * sizeof(float));
+    double owed = 0;
+    auto compute = [&](size_t i) {
+        owed += gemms * static_cast<double>(b.tensors[i].size() * sizeof(float)) / total_bytes;
+        for (; owed >= 1; owed -= 1) gemm();
+    };
+    auto all_compute = [&] {
+        for (size_t i = n; i-- > 0;) compute(i);
+        return MPI_Wtime();
+    };
+    std::vector<std::pair<std::string, Stats>> rows;
+    rows.emplace_back("compute alone", time_passes(runs, all_compute).step);
+    ddp_reducer* reducer = nullptr;
+    ddp_reducer_create(world, b.list.data(), static_cast<int64_t>(n), DDP_OP_AVG, nullptr, &reducer);
+    rows.emplace_back("libddp reducer", time_passes(runs, [&] { return reducer_backward(b, reducer, compute); }).step);
+    ddp_reducer_free(reducer);
+    std::vector<std::vector<float>> buckets;
+    rows.emplace_back("(b) 4 MB buckets, overlapped",
+                      time_passes(runs, [&] { return hand_made_backward(b, buckets, compute); }).step);
+    std::vector<float> flat(static_cast<size_t>(g.total()));
+    rows.emplace_back("(c) one flat buffer, after", time_passes(runs, [&] {
+                          const double last = all_compute();
+                          MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, MPI_SUM,
+                                        MPI_COMM_WORLD);
+                          return last;
+                      }).step);
+    if (rank == 0)
+        std::printf("# gemm: a %dx%d sgemm on every core, %.0f of them per backward pass; whole steps\n", dim, dim,
+                    gemms);
+    for (const auto& [name, stats] : rows) print_row(csv, label, g.name + "+gemm", name, stats, rows[1].second.median);
+}
+#endif
+
 
 // Per-call overhead: libddp's agreement and dispatch around a 4-byte reduction,
 // with the timeline off (as every call pays it) and recording (into
@@ -608,11 +691,11 @@ void bench_overlap(const std::string& label, const GradientList& g, int runs) {
 int main(int argc, char** argv) {
     if (argc != 5 && argc != 6) {
         std::fprintf(stderr, "usage: %s MODELS_DIR LABEL RUNS CSV [SECTIONS]\n"
-                             "  SECTIONS: comma-separated sizes,lists,shards,overhead,overlap,backward (default: all)\n"
+                             "  SECTIONS: comma-separated sizes,lists,shards,overhead,overlap,backward,gemm (default: all)\n"
                              "  BENCH_LISTS=gpt2,2500x256 (environment): only these of the lists\n", argv[0]);
         return 2;
     }
-    const std::string sections = argc == 6 ? argv[5] : "sizes,lists,shards,overhead,overlap,backward";
+    const std::string sections = argc == 6 ? argv[5] : "sizes,lists,shards,overhead,overlap,backward,gemm";
     auto wanted = [&](const char* section) { return sections.find(section) != std::string::npos; };
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -651,6 +734,12 @@ int main(int argc, char** argv) {
     if (wanted("overlap")) bench_overlap(label, lists[0], runs);
     if (wanted("backward"))
         for (size_t i = 0; i < 2; ++i) bench_backward(label, lists[i], runs, i == 0 ? 0.030 : 0.150);
+#ifdef DDP_BENCH_BLAS
+    if (wanted("gemm"))
+        for (size_t i = 0; i < 2; ++i) bench_gemm(csv, label, lists[i], runs);
+#else
+    if (wanted("gemm") && rank == 0) std::printf("# gemm: left out, built without OpenBLAS (libopenblas-dev)\n");
+#endif
     if (csv) std::fclose(csv);
     probe.reset();
     ddp_finalize(world);

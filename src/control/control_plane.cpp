@@ -157,7 +157,7 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
     auto next_control = start + control_interval;
     auto next_liveness = start + liveness_interval;
     for (;;) {
-        if (test_or_abandon(pending)) return fail_if_a_peer_gave_up(call);
+        if (test_or_abandon(call, pending, start)) return fail_if_a_peer_gave_up(call);
         const auto now = Clock::now();
         if (now >= next_control) {
             channel_.poll_control();
@@ -173,7 +173,7 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
         if (now > call.deadline) give_up(call, std::move(pending));
         if (now - start < hot_spin) continue;
         // A peer off its core gets the core back sooner from a rank asleep.
-        if (test_or_abandon(pending, std::min({next_control, next_liveness, call.deadline}))) continue;
+        if (test_or_abandon(call, pending, start, std::min({next_control, next_liveness, call.deadline}))) continue;
         switch (style) {
         case WaitStyle::for_data: std::this_thread::yield(); break;
         case WaitStyle::for_peers: std::this_thread::sleep_for(std::chrono::microseconds(50)); break;
@@ -181,13 +181,25 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
     }
 }
 
-bool ControlPlane::test_or_abandon(std::unique_ptr<Pending>& pending, std::optional<Clock::time_point> sleep_until) {
+bool ControlPlane::test_or_abandon(CallContext& call, std::unique_ptr<Pending>& pending,
+                                   Clock::time_point wait_started, std::optional<Clock::time_point> sleep_until) {
     try {
         return sleep_until ? pending->sleep(*sleep_until) : pending->test();
-    } catch (const Error&) {
+    } catch (const Error& error) {
         // MPI may still hold the operation's buffers: they must outlive it.
         channel_.abandon(std::move(pending));
+        if (error.status() == DDP_ERR_BACKEND) explain_transport_failure(call, wait_started);
         throw;
+    }
+}
+
+void ControlPlane::explain_transport_failure(CallContext& call, Clock::time_point wait_started) {
+    const auto until = Clock::now() + duration_cast<Clock::duration>(duration<double>(answer_wait_s));
+    while (Clock::now() < until) {
+        channel_.poll_control();
+        if (auto failure = failure_from_notice(call.sequence)) fail_broken(*failure, nullptr);
+        if (auto dead = liveness_.dead_peer(Clock::now(), wait_started)) peer_died(call, nullptr, *dead);
+        std::this_thread::sleep_for(control_interval);
     }
 }
 

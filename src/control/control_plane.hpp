@@ -147,8 +147,15 @@ private:
     /// communicator with `message`.
     [[noreturn]] void break_call(CallContext& call, const std::string& message);
     /// pending->test(), or pending->sleep(*sleep_until) where one is given;
-    /// when it throws, the operation is abandoned first.
-    bool test_or_abandon(std::unique_ptr<Pending>& pending, std::optional<Clock::time_point> sleep_until = {});
+    /// when it throws, the operation is abandoned first, and a transport's
+    /// failure is explained by a dead peer where one is found.
+    bool test_or_abandon(CallContext& call, std::unique_ptr<Pending>& pending, Clock::time_point wait_started,
+                         std::optional<Clock::time_point> sleep_until = {});
+    /// A transport failing under a call (MPI_Isend to a node that went away)
+    /// is often the first sign of a dead peer: when this rank or a peer
+    /// finds one within the answer wait, the call fails naming it, as on
+    /// every other survivor; else the caller rethrows the failure.
+    void explain_transport_failure(CallContext& call, Clock::time_point wait_started);
     /// Throws when a peer gave up on this very call: it may have sent all
     /// this rank needed before its deadline passed (a small allreduce rides
     /// in one round), and no rank may report success for a collective its

@@ -40,12 +40,10 @@ bool floating(ddp_dtype d) {
     return d == DDP_DTYPE_F16 || d == DDP_DTYPE_BF16 || d == DDP_DTYPE_F32 || d == DDP_DTYPE_F64;
 }
 
-/// DDP_SHM=1 turns the plane on, 0 off; unset, it is on where every rank
-/// has a CPU of its own (docs/shm.md).
+/// DDP_SHM=0 turns the plane off; unset or 1, it is on (docs/shm.md).
 bool shm_expected() {
     const char* setting = std::getenv("DDP_SHM");
-    if (setting != nullptr) return size > 1 && std::string(setting) == "1";
-    return size > 1 && size <= ::sysconf(_SC_NPROCESSORS_ONLN);
+    return size > 1 && (setting == nullptr || std::string(setting) != "0");
 }
 
 /// Element counts around the chunk: 1, one short of a chunk, one over, many
