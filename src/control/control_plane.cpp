@@ -26,6 +26,10 @@ constexpr auto control_interval = std::chrono::milliseconds(1);
 constexpr double answer_wait_s = 1.0;
 // A wait this long looks for dead peers on this host, and as often.
 constexpr auto liveness_interval = std::chrono::milliseconds(100);
+// How long a transport's failure waits for a dead peer to explain it: a
+// peer that finds one on its host tells within a liveness interval or two
+// (multinode_kill_shm_2x2: 100 ms after this rank's failed MPI_Isend).
+constexpr auto explain_wait = std::chrono::milliseconds(500);
 
 /// "allreduce #7, still inside it", "barrier #4, finished", "no collective yet".
 std::string status_text(const PeerStatus& status) {
@@ -194,11 +198,20 @@ bool ControlPlane::test_or_abandon(CallContext& call, std::unique_ptr<Pending>& 
 }
 
 void ControlPlane::explain_transport_failure(CallContext& call, Clock::time_point wait_started) {
-    const auto until = Clock::now() + duration_cast<Clock::duration>(duration<double>(answer_wait_s));
+    if (broken()) return;
+    const auto until = Clock::now() + explain_wait;
+    auto next_liveness = Clock::now();
     while (Clock::now() < until) {
-        channel_.poll_control();
+        try {
+            channel_.poll_control();
+        } catch (const Error&) {
+            return;  // the control channel failed too: the transport's own error stands
+        }
         if (auto failure = failure_from_notice(call.sequence)) fail_broken(*failure, nullptr);
-        if (auto dead = liveness_.dead_peer(Clock::now(), wait_started)) peer_died(call, nullptr, *dead);
+        if (const auto now = Clock::now(); now >= next_liveness) {
+            if (auto dead = liveness_.dead_peer(now, wait_started)) peer_died(call, nullptr, *dead);
+            next_liveness = now + liveness_interval / 4;
+        }
         std::this_thread::sleep_for(control_interval);
     }
 }
@@ -242,7 +255,7 @@ void ControlPlane::announce_finalize() {
 
 double ControlPlane::stop_call(CallContext& call, std::unique_ptr<Pending> pending, AbortNotice::Reason reason,
                                int dead_rank) {
-    channel_.abandon(std::move(pending));
+    if (pending) channel_.abandon(std::move(pending));
     const double waited = duration<double>(Clock::now() - call.started).count();
     // Peers learn first, so that they stop waiting while this rank asks around.
     tell_peers(AbortNotice{channel_.rank(), call.sequence, static_cast<uint64_t>(call.kind), reason, dead_rank,

@@ -153,7 +153,7 @@ private:
                          std::optional<Clock::time_point> sleep_until = {});
     /// A transport failing under a call (MPI_Isend to a node that went away)
     /// is often the first sign of a dead peer: when this rank or a peer
-    /// finds one within the answer wait, the call fails naming it, as on
+    /// finds one within half a second, the call fails naming it, as on
     /// every other survivor; else the caller rethrows the failure.
     void explain_transport_failure(CallContext& call, Clock::time_point wait_started);
     /// Throws when a peer gave up on this very call: it may have sent all

@@ -27,12 +27,14 @@ bool DistanceProbe::advance() {
         // ring. The least ring counts: the first may hold a late peer's
         // arrival, any may hold a preemption.
         const auto now = Clock::now();
-        flags_->ring();  // after the clock: its fence waits for the store to leave this core
         if (passed_ > 0) {
             const double ring_ns = std::chrono::duration<double, std::nano>(now - last_passed_).count();
             hop_ns_ = passed_ == 1 ? ring_ns / size_ : std::min(hop_ns_, ring_ns / size_);
         }
         last_passed_ = now;
+        // After the clock: the ring's fence waits for the store to leave this
+        // core, and a wake (a system call) must not count as distance.
+        if (flags_->ring()) last_passed_ = Clock::now();
         ++passed_;
     }
     return true;

@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <ctime>
@@ -22,17 +23,18 @@ long futex(uint32_t* word, int operation, uint32_t value, const timespec* timeou
 Doorbell::Doorbell(std::byte* words)
     : rings_(reinterpret_cast<uint32_t*>(words)), sleepers_(reinterpret_cast<uint32_t*>(words + 4)) {}
 
-void Doorbell::ring() {
+bool Doorbell::ring() {
     // Orders the caller's flag store before the look at the sleepers; a
     // sleeper orders its count before its look at the flags (Dekker's
     // pattern), so one of the two sees the other.
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (sleepers().load(std::memory_order_relaxed) == 0) return;
+    if (sleepers().load(std::memory_order_relaxed) == 0) return false;
     rings().fetch_add(1, std::memory_order_release);
     futex(rings_, FUTEX_WAKE, INT_MAX, nullptr);
+    return true;
 }
 
-void Doorbell::sleep_unless(const std::function<bool()>& moved, Clock::time_point until) {
+bool Doorbell::sleep_unless(const std::function<bool()>& moved, Clock::time_point until) {
     const uint32_t seen = rings().load(std::memory_order_acquire);
     // Counted in until it returns, thrown out of moved() included.
     struct Counted {
@@ -41,14 +43,14 @@ void Doorbell::sleep_unless(const std::function<bool()>& moved, Clock::time_poin
         ~Counted() { sleepers.fetch_sub(1, std::memory_order_relaxed); }
     } const counted(sleepers());
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (!moved()) {
-        const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now()).count();
-        if (left > 0) {
-            const timespec timeout{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
-            // Returns at a ring, at once if one came after `seen`, or at the timeout.
-            futex(rings_, FUTEX_WAIT, seen, &timeout);
-        }
-    }
+    if (moved()) return true;
+    const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(until - Clock::now()).count();
+    if (left <= 0) return true;
+    const timespec timeout{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
+    // Returns at a ring, at once if one came after `seen` (EAGAIN), at a
+    // signal (EINTR) or at the timeout (ETIMEDOUT).
+    if (futex(rings_, FUTEX_WAIT, seen, &timeout) == 0) return true;
+    return errno == EAGAIN || errno == EINTR || errno == ETIMEDOUT;
 }
 
 }  // namespace ddp::shm

@@ -3,7 +3,8 @@
 // slower than MPI beside CPU-bound work). Two 32-bit words in the shared
 // segment, as an event count: a sleeper counts itself in, looks once more,
 // and sleeps in the kernel (futex) on the ring count; a rank that moved a
-// flag rings only when someone sleeps, so a quiet machine pays one load.
+// flag rings only when someone sleeps, so a quiet machine pays a fence and
+// one load per flag.
 #pragma once
 
 #include <atomic>
@@ -21,12 +22,14 @@ public:
     /// memory every rank maps).
     explicit Doorbell(std::byte* words);
 
-    /// After a flag store: wakes the sleepers, if any.
-    void ring();
+    /// After a flag store: wakes the sleepers, if any (then true: it took a
+    /// system call).
+    bool ring();
     /// Sleeps until a ring or `until`, unless `moved()`, asked once this
     /// rank counts as a sleeper, finds there is no need (a ring between
-    /// the two cannot be missed).
-    void sleep_unless(const std::function<bool()>& moved, Clock::time_point until);
+    /// the two cannot be missed). False where the kernel refuses to sleep
+    /// (no futex, a seccomp filter): the caller paces itself instead.
+    bool sleep_unless(const std::function<bool()>& moved, Clock::time_point until);
 
 private:
     std::atomic_ref<uint32_t> rings() const { return std::atomic_ref<uint32_t>(*rings_); }

@@ -35,11 +35,11 @@ public:
     void store(size_t which, uint64_t value) {
         std::atomic_ref<uint64_t>(*at(rank_, which)).store(value, std::memory_order_release);
     }
-    void ring() { doorbell_.ring(); }
+    bool ring() { return doorbell_.ring(); }
     /// Sleeps until a peer sets a flag or `until`, unless `moved()` finds
-    /// that one already has.
-    void sleep_unless(const std::function<bool()>& moved, Clock::time_point until) {
-        doorbell_.sleep_unless(moved, until);
+    /// that one already has; false where the kernel would not sleep.
+    bool sleep_unless(const std::function<bool()>& moved, Clock::time_point until) {
+        return doorbell_.sleep_unless(moved, until);
     }
     bool all_reached(size_t which, uint64_t value) const {
         for (int rank = 0; rank < size_; ++rank)

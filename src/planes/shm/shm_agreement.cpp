@@ -52,8 +52,8 @@ public:
     int rank() const { return rank_; }
     int size() const { return size_; }
     void set(Flag which, uint64_t round) { flags_.set(which, round); }
-    void sleep_unless(const std::function<bool()>& moved, Clock::time_point until) {
-        flags_.sleep_unless(moved, until);
+    bool sleep_unless(const std::function<bool()>& moved, Clock::time_point until) {
+        return flags_.sleep_unless(moved, until);
     }
     bool all_reached(Flag which, uint64_t round) const { return flags_.all_reached(which, round); }
     std::byte* slot(int rank, uint64_t round) const {
@@ -96,8 +96,7 @@ public:
         return true;
     }
     bool sleep(Clock::time_point until) override {
-        area_->sleep_unless([this] { return test(); }, until);
-        return true;
+        return area_->sleep_unless([this] { return test(); }, until);
     }
 
 private:

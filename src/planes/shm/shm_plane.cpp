@@ -102,8 +102,8 @@ public:
     int size() const { return size_; }
     uint64_t flag(int rank, Flag which) const { return flags_.get(rank, which); }
     void set(Flag which, uint64_t step) { flags_.set(which, step); }
-    void sleep_unless(const std::function<bool()>& moved, Clock::time_point until) {
-        flags_.sleep_unless(moved, until);
+    bool sleep_unless(const std::function<bool()>& moved, Clock::time_point until) {
+        return flags_.sleep_unless(moved, until);
     }
     bool all_reached(Flag which, uint64_t step) const { return flags_.all_reached(which, step); }
     std::byte* buffer(int rank, uint64_t step) const {
@@ -197,8 +197,7 @@ public:
     bool done() const { return done_; }
     bool test() override { return state_->started.drive(*this); }
     bool sleep(Clock::time_point until) override {
-        state_->sleep_unless([this] { return test(); }, until);
-        return true;
+        return state_->sleep_unless([this] { return test(); }, until);
     }
 
 private:
