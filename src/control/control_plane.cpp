@@ -20,6 +20,12 @@ using std::chrono::duration_cast;
 // calls 3-7x slower on a quiet machine, 20 µs made them 3x slower beside a
 // CPU-bound process; on the model lists 20, 50 and 200 µs were alike.
 constexpr auto hot_spin = std::chrono::microseconds(200);
+// A data transfer that progresses only while tested (MPI) keeps testing this
+// long. 2,500 x 256 floats through MPI_Iallreduce right after per-tensor
+// MPI_Allreduce calls, beside one busy loop (2 ranks, medians of 20): 1.9 ms
+// sleeping between tests after 200 us, 0.35 ms after 1-2 ms, 0.37 ms never
+// sleeping, 4-5.7 ms yielding; MPI_Allreduce 0.24 ms.
+constexpr auto progress_spin = std::chrono::milliseconds(2);
 // How often a wait looks for abort notices and the stall threshold.
 constexpr auto control_interval = std::chrono::milliseconds(1);
 // The longest a timeout or stall report waits for peers to say what they do.
@@ -160,8 +166,16 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
     const auto start = Clock::now();
     auto next_control = start + control_interval;
     auto next_liveness = start + liveness_interval;
+    int64_t asleep_from_ns = 0;  // when this wait first slept (0: it has not)
+    auto slept = [&](Clock::time_point since) {
+        if (asleep_from_ns == 0)
+            asleep_from_ns = duration_cast<std::chrono::nanoseconds>(since.time_since_epoch()).count();
+    };
     for (;;) {
-        if (test_or_abandon(call, pending, start)) return fail_if_a_peer_gave_up(call);
+        if (test_or_abandon(call, pending, start)) {
+            wait_ended(call, style, asleep_from_ns);
+            return fail_if_a_peer_gave_up(call);
+        }
         const auto now = Clock::now();
         if (now >= next_control) {
             channel_.poll_control();
@@ -177,11 +191,37 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
         if (now > call.deadline) give_up(call, std::move(pending));
         if (now - start < hot_spin) continue;
         // A peer off its core gets the core back sooner from a rank asleep.
-        if (test_or_abandon(call, pending, start, std::min({next_control, next_liveness, call.deadline}))) continue;
+        if (test_or_abandon(call, pending, start, std::min({next_control, next_liveness, call.deadline}))) {
+            slept(now);
+            continue;
+        }
         switch (style) {
-        case WaitStyle::for_data: std::this_thread::yield(); break;
+        case WaitStyle::for_data:
+            if (now - start < progress_spin) continue;
+            std::this_thread::sleep_for(std::chrono::microseconds(1));
+            break;
         case WaitStyle::for_peers: std::this_thread::sleep_for(std::chrono::microseconds(50)); break;
         }
+        slept(now);
+    }
+}
+
+void ControlPlane::wait_ended(const CallContext& call, WaitStyle style, int64_t asleep_from_ns) {
+    if (asleep_from_ns != 0 && timeline_.on())
+        timeline_.record(trace::ended_now("asleep", trace::thread_row(trace::Row::work), asleep_from_ns, call.sequence));
+    if (style != WaitStyle::for_data) return;  // peers late to agree are not contention
+    switch (contention_.wait_ended(asleep_from_ns != 0)) {
+    case ContentionWatch::Change::none: return;
+    case ContentionWatch::Change::started:
+        return log_line(channel_.rank(), channel_.size(), DDP_LOG_DEBUG,
+                        prefix_ + "contended: a wait for data in " + call_name(static_cast<uint64_t>(call.kind), call.label) +
+                            " outlasted its spin, so waits now sleep between tests and give this core away "
+                            "(peers late or off their cores: other work shares them)");
+    case ContentionWatch::Change::ended:
+        return log_line(channel_.rank(), channel_.size(), DDP_LOG_DEBUG,
+                        prefix_ + "no longer contended: " + std::to_string(ContentionWatch::quiet_waits_to_end) +
+                            " waits for data in a row ended while spinning (" +
+                            std::to_string(contention_.slept_while_contended()) + " slept before them)");
     }
 }
 

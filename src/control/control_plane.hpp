@@ -14,6 +14,7 @@
 #include <string>
 
 #include "control/carried_duration.hpp"
+#include "control/contention.hpp"
 #include "control/channel.hpp"
 #include "util/collective_kind.hpp"
 #include "control/hang_watchdog.hpp"
@@ -27,14 +28,15 @@ namespace ddp {
 /// overflowing (a timeout of 1e12 s means "for ever", not "already past").
 Clock::time_point deadline_after(double seconds);
 
-/// How a wait paces itself once the first microseconds have passed.
+/// How a wait paces itself once the first microseconds have passed, where
+/// its operation cannot sleep until a peer moves (an MPI request).
 enum class WaitStyle {
     for_peers,  ///< agreement: peers may be far away; sleep briefly between tests
     /// data transfer: MPI progresses only while tested, so the wait keeps
-    /// testing and only yields. (Measured on the async worker against
-    /// sleeping between tests and against backing off once a yield shows
-    /// contention: no better behind CPU-bound compute, worse behind an idle
-    /// host; see README, Benchmark.)
+    /// testing for as long as a transfer of a few MiB takes (as MPI's own
+    /// blocking wait would), then tests after the shortest sleep the kernel
+    /// grants. Never a yield: beside a CPU-bound process a yielding rank
+    /// waits out the other's time slice (docs/benchmark.md, "Busy cores").
     for_data,
 };
 
@@ -133,6 +135,9 @@ public:
     }
 
 private:
+    /// Shows a wait that slept, from its first sleep, on the timeline
+    /// ("asleep"), and tells the contention watch how a wait for data ended.
+    void wait_ended(const CallContext& call, WaitStyle style, int64_t asleep_from_ns);
     [[noreturn]] void give_up(CallContext& call, std::unique_ptr<Pending> pending);
     /// As give_up, before the deadline: `dead` says which peer died.
     [[noreturn]] void peer_died(CallContext& call, std::unique_ptr<Pending> pending, const DeadPeer& dead);
@@ -183,6 +188,7 @@ private:
     const std::string name_;
     const std::string prefix_;  ///< "NAME: " before messages; "" for the world
     trace::Timeline timeline_;
+    ContentionWatch contention_;
     trace::FlightRecorder recorder_;
     CarriedDuration carried_duration_;
     const double timeout_s_;

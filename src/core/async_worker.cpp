@@ -1,5 +1,7 @@
 #include "core/async_worker.hpp"
 
+#include <algorithm>
+
 #include "trace/timeline.hpp"
 #include "util/error.hpp"
 
@@ -40,6 +42,20 @@ std::shared_ptr<RequestState> AsyncWorker::submit(std::function<void()> job) {
     }
     changed_.notify_all();
     return state;
+}
+
+std::optional<std::function<void()>> AsyncWorker::withdraw(const std::shared_ptr<RequestState>& state) {
+    std::optional<std::function<void()>> job;
+    {
+        std::lock_guard lock(mutex_);
+        const auto queued =
+            std::find_if(queue_.begin(), queue_.end(), [&](const Job& candidate) { return candidate.state == state; });
+        if (queued == queue_.end()) return std::nullopt;
+        job = std::move(queued->run);
+        queue_.erase(queued);
+    }
+    changed_.notify_all();  // drain() may wait for the queue to empty
+    return job;
 }
 
 void AsyncWorker::drain() {

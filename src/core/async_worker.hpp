@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -39,6 +40,10 @@ public:
 
     /// Queues `job`; its ddp::Error (or success) completes the returned state.
     std::shared_ptr<RequestState> submit(std::function<void()> job);
+    /// Takes back `state`'s job when the worker has not begun it, for a
+    /// caller about to wait for it to run itself (no handoff between
+    /// threads); nullopt when it is running or done.
+    std::optional<std::function<void()>> withdraw(const std::shared_ptr<RequestState>& state);
     /// Returns once every queued job has finished.
     void drain();
     /// Drains, then ends the thread.

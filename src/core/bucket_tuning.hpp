@@ -39,19 +39,20 @@ public:
     int64_t bucket_bytes(size_t index) const { return candidates_[index].policy.bucket_bytes; }
     /// True once, on the first call after the choice (to announce it).
     bool first_chosen_call() { return decided() && !std::exchange(announced_, true); }
-    /// "1 MiB: 812 us, 4 MiB: 700 us (chosen)", for the log.
+    /// "1 MiB: 812 us, 4 MiB: 700 us (chosen)" (medians), for the log.
     std::string summary() const;
 
-    /// Calls each candidate is timed before choosing (the fastest of them counts).
+    /// Calls each candidate is timed before choosing (the median of them counts).
     static constexpr int samples = 3;
 
 private:
     struct Candidate {
         FusionPolicy policy;
         FusionPlan plan;
-        int timed = 0;            // agreed durations recorded
-        uint64_t fastest_us = 0;  // the fastest of them (0: none yet)
+        std::vector<uint64_t> durations_us;  // agreed durations recorded
     };
+    static uint64_t median_us(const Candidate& candidate);
+
     std::vector<Candidate> candidates_;
     size_t started_ = 0;
     size_t chosen_ = SIZE_MAX;

@@ -1,5 +1,6 @@
 #include "core/reducer.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -150,6 +151,10 @@ void Reducer::mark_ready(int64_t index) {
     start_buckets(false);
 }
 
+bool Reducer::every_gradient_marked() const {
+    return std::all_of(buckets_.begin(), buckets_.end(), [](const Bucket& bucket) { return bucket.unmarked == 0; });
+}
+
 size_t Reducer::in_flight() const {
     size_t count = 0;
     for (size_t b = 0; b < next_to_start_; ++b) {
@@ -160,6 +165,12 @@ size_t Reducer::in_flight() const {
 }
 
 void Reducer::start_buckets(bool all) {
+    // The worker drives a bucket while this thread computes the next
+    // gradients. Once every gradient is marked there is nothing left to
+    // compute: this thread's next call waits, and drives the bucket itself
+    // rather than sleep until the worker wakes it (beside busy cores that
+    // wake-up waited out a time slice: a 1 MB list took 3.5 ms, not 0.3).
+    const bool hand_to_worker = !all && comm_.channel().allows_concurrent_calls() && !every_gradient_marked();
     while (next_to_start_ < buckets_.size() && (all || buckets_[next_to_start_].unmarked == 0)) {
         // A few in flight at a time: Open MPI progresses a hundred
         // concurrent non-blocking allreduces more slowly than a few.
@@ -185,8 +196,7 @@ void Reducer::start_buckets(bool all) {
         }
         bucket.pending = start_allreduce_step(comm_, bucket.storage->data(), plan_.steps[b].elements,
                                               plan_.steps[b].dtype, op_, bucket.storage, &bucket.plane);
-        if (!comm_.channel().allows_concurrent_calls()) continue;
-        // The worker tests it while this thread computes the next gradients;
+        if (!hand_to_worker) continue;
         // std::function needs a copyable job, hence the shared holder.
         auto holder = std::make_shared<std::unique_ptr<Pending>>(std::move(bucket.pending));
         bucket.driven = comm_.worker().submit([this, holder, context = *step_, b]() mutable {
@@ -211,10 +221,17 @@ void Reducer::progress() {
 
 void Reducer::finish_bucket(Bucket& bucket) {
     if (bucket.driven) {
-        std::string message;
-        const ddp_status status = bucket.driven->wait(message);
-        bucket.driven.reset();
-        if (status != DDP_OK) fail(status, message);
+        // Not begun by the worker yet: this thread, about to wait for it
+        // anyway, drives it itself instead of sleeping until the worker has.
+        if (auto job = comm_.worker().withdraw(bucket.driven)) {
+            bucket.driven.reset();
+            (*job)();
+        } else {
+            std::string message;
+            const ddp_status status = bucket.driven->wait(message);
+            bucket.driven.reset();
+            if (status != DDP_OK) fail(status, message);
+        }
     } else {
         comm_.control().wait(*step_, std::move(bucket.pending), WaitStyle::for_data);
         trace_bucket(static_cast<size_t>(&bucket - buckets_.data()), step_->sequence);

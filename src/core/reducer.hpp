@@ -76,6 +76,8 @@ private:
     /// requires), as long as the next one is complete or `all` is set, at
     /// most a few at a time (with `all`, waiting for the oldest first).
     void start_buckets(bool all);
+    /// Whether this step's marks are all in (every bucket complete).
+    bool every_gradient_marked() const;
     /// How many started buckets have not finished.
     size_t in_flight() const;
     /// Tests the reductions in flight, so that they progress between marks

@@ -236,8 +236,23 @@ def bad_path(script, ddp_trace, folder):
         assert [e["name"] for e in calls_of(trace)] == ["timeline_start", "barrier"], calls_of(trace)
 
 
+def contended(script, ddp_trace, folder):
+    # Rank 1 marks its last gradient 50 ms late: rank 0's wait for that
+    # bucket sleeps, shows it on the timeline and logs the contended mode.
+    result = run(script, "contended", str(folder / "c.%r.json"), env={"DDP_LOG_LEVEL": "debug"})
+    events = json.loads((folder / "c.0.json").read_text())["traceEvents"]
+    waits = [e for e in events if e["name"] == "wait" and e["ph"] == "X"]
+    asleep = [e for e in events if e["name"] == "asleep" and e["ph"] == "X"]
+    assert asleep and max(e["dur"] for e in asleep) >= 20000, asleep  # µs
+    for sleep in asleep:  # each inside a wait of its own thread
+        assert any(w["tid"] == sleep["tid"] and w["ts"] - 1 <= sleep["ts"] and
+                   sleep["ts"] + sleep["dur"] <= w["ts"] + w["dur"] + 1 for w in waits), (sleep, waits)
+    assert re.search(r"\[ddp 0/2 [^]]*\] contended: a wait for data in reducer step", result.stderr), \
+        result.stderr[-2000:]
+
+
 CHECKS = {f.__name__: f for f in (schema, sequence, merge, forced_timeout, forced_mismatch, forced_abort, on_demand,
-                                   bad_path)}
+                                   bad_path, contended)}
 
 if __name__ == "__main__":
     check, script, ddp_trace = sys.argv[1:4]

@@ -8,6 +8,7 @@
  *   trace_script abort           after call #2, rank 0 aborts the communicator
  *   trace_script dump PATH       three calls, then ddp_dump_flight_recorder(PATH) and (NULL)
  *   trace_script bad_path PATH   rank 1 asks for a timeline in a folder that does not exist
+ *   trace_script contended PATH  a reducer step whose last gradient rank 1 marks 50 ms late
  *
  * Exits 0 when every call returned what the scenario expects, else prints
  * the call and its message and exits 1.
@@ -160,6 +161,30 @@ static int bad_path(ddp_comm* world, int rank, const char* path) {
     return 0; /* ddp_finalize completes the file */
 }
 
+/* Rank 0's wait for the bucket that rank 1 starts late outlasts its spin
+ * and sleeps: an "asleep" event on rank 0's timeline, and at
+ * DDP_LOG_LEVEL=debug a line saying the rank is contended. */
+static int contended(ddp_comm* world, int rank, const char* path) {
+    static float g[4][SMALL], big[LARGE];
+    ddp_tensor grads[4];
+    ddp_collective_options opts;
+    ddp_reducer* reducer = NULL;
+    int64_t i;
+    for (i = 0; i < 4; ++i) grads[i] = f32(g[i], SMALL);
+    grads[3] = f32(big, LARGE);
+    EXPECT(ddp_collective_options_init(&opts, sizeof opts), DDP_OK);
+    opts.fusion_bytes = 64;
+    EXPECT(ddp_timeline_start(world, path), DDP_OK);
+    EXPECT(ddp_reducer_create(world, grads, 4, DDP_OP_SUM, &opts, &reducer), DDP_OK);
+    for (i = 3; i >= 1; --i) EXPECT(ddp_reducer_mark_ready(reducer, i), DDP_OK);
+    if (rank == 1) usleep(50000);
+    EXPECT(ddp_reducer_mark_ready(reducer, 0), DDP_OK);
+    EXPECT(ddp_reducer_wait(reducer), DDP_OK);
+    EXPECT(ddp_reducer_free(reducer), DDP_OK);
+    EXPECT(ddp_timeline_stop(world), DDP_OK);
+    return 0;
+}
+
 int main(int argc, char** argv) {
     ddp_comm* world = NULL;
     int32_t rank = 0;
@@ -182,8 +207,10 @@ int main(int argc, char** argv) {
         failed = dump(world, path);
     else if (strcmp(mode, "bad_path") == 0)
         failed = bad_path(world, rank, path);
+    else if (strcmp(mode, "contended") == 0)
+        failed = contended(world, rank, path);
     else {
-        fprintf(stderr, "usage: trace_script timeline|timeout|mismatch|abort|dump|bad_path [PATH]\n");
+        fprintf(stderr, "usage: trace_script timeline|timeout|mismatch|abort|dump|bad_path|contended [PATH]\n");
         failed = 1;
     }
     if (ddp_finalize(world) != DDP_OK) {

@@ -59,6 +59,23 @@ TEST(BucketTuning, UnmeasuredCallsAreNotCounted) {
     EXPECT_FALSE(tuning.decided());
 }
 
+// A candidate fast once and slow twice (big buckets beside other work) loses
+// to one that is steadily a little slower than that once.
+TEST(BucketTuning, TheMedianCallCountsNotTheFastest) {
+    const std::vector<ddp_tensor> list(2500, tensor(256));
+    ddp::BucketTuning tuning(list);
+    const std::vector<std::vector<uint64_t>> rounds = {{900, 950, 500}, {900, 950, 4600}, {910, 950, 4500}};
+    bool made = false;
+    for (const auto& round : rounds)
+        for (uint64_t us : round) {
+            const size_t candidate = tuning.next();
+            tuning.started();
+            made = tuning.record(candidate, us) || made;
+        }
+    ASSERT_TRUE(made);
+    EXPECT_EQ(tuning.next(), 0u) << tuning.summary();
+}
+
 TEST(BucketTuning, AHugeListIsNeverOneBucket) {
     const std::vector<ddp_tensor> list(40000, tensor(256));  // 40 MB, over the whole-list cap
     const ddp::BucketTuning tuning(list);
