@@ -830,6 +830,33 @@ DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t worl
 #ifdef DDP_EXPERIMENTAL_API
 
 /**
+ * Starts `n` ranks of one group inside this process, for programs that
+ * drive several replicas from threads (Conflux.jl's and FluxDistributed.jl's
+ * way) without a launcher or MPI: `comms[i]` (an array of `n` the caller
+ * owns) is rank i of n. Each rank is used by one thread at a time, as any
+ * communicator; a collective completes once every rank has called it, and
+ * everything that holds across processes holds between the threads:
+ * agreement (a thread passing another list fails every rank with
+ * DDP_ERR_MISMATCH naming it), a thread's invalid argument failing its
+ * peers at once, deadlines naming the thread that never called, stall
+ * reports, the flight recorder, the timeline, the reducer. Host memory
+ * moves through the in-process plane: each rank reads its peers' buffers
+ * where they lie. End each rank with ddp_finalize, from its own thread.
+ *
+ * Not built yet, each refused with DDP_ERR_UNSUPPORTED: `devices` (pass
+ * NULL: one NCCL communicator per device is to come), ddp_comm_split on
+ * such a rank, and several processes of such groups under one launcher.
+ * Local: starts no MPI and waits for no other process.
+ *
+ * Returns DDP_ERR_INVALID_ARGUMENT (NULL `comms`; `n` outside 1..4096; an
+ * options field, or `opts->backend` other than DDP_BACKEND_AUTO, or an
+ * MPI communicator passed in opts: the group has its own transport; a bad
+ * environment variable), DDP_ERR_UNSUPPORTED (`devices` not NULL).
+ */
+DDP_API ddp_status ddp_init_local(int32_t n, const int32_t* devices, const ddp_init_options* opts,
+                                  ddp_comm** comms);
+
+/**
  * Breaks the communicator on purpose and tells every peer, as a timeout
  * does: every later call on it returns DDP_ERR_TIMEOUT, here with `reason`
  * (may be NULL), on the peers naming this rank, instead of the peers

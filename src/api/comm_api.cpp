@@ -3,6 +3,7 @@
 // sub-communicators, and ddp_comm_abort. Start-up and the handles'
 // bookkeeping are core's (core/startup, core/comm_registry).
 #include <string>
+#include <vector>
 
 #include "api/boundary.hpp"
 #include "api/options.hpp"
@@ -17,6 +18,9 @@
 namespace {
 
 using namespace ddp;
+
+/// The most ranks ddp_init_local starts (a thread each).
+constexpr int32_t max_local_ranks = 4096;
 
 /// ddp_comm_split and ddp_comm_split_node: validation (an invalid call
 /// still takes part, so that the peers fail at once), then the split, whose
@@ -48,6 +52,30 @@ DDP_API ddp_status ddp_init(const ddp_init_options* opts_in, ddp_comm** world) {
         const ddp_init_options opts = read_options(opts_in, default_init_options(), "opts");
         check_init_options(opts);
         *world = c_handle(&start_world(opts));
+    });
+}
+
+DDP_API ddp_status ddp_init_local(int32_t n, const int32_t* devices, const ddp_init_options* opts_in,
+                                  ddp_comm** comms) {
+    return guarded([&] {
+        require_not_null(comms, "comms");
+        if (n < 1 || n > max_local_ranks)
+            fail(DDP_ERR_INVALID_ARGUMENT,
+                 "n is " + std::to_string(n) + "; it must be 1 to " + std::to_string(max_local_ranks));
+        const ddp_init_options opts = read_options(opts_in, default_init_options(), "opts");
+        check_init_options(opts);
+        if (opts.backend != DDP_BACKEND_AUTO)
+            fail(DDP_ERR_INVALID_ARGUMENT, "opts->backend is " + std::to_string(static_cast<int>(opts.backend)) +
+                                               "; a group from ddp_init_local runs its own in-process transport: "
+                                               "leave it DDP_BACKEND_AUTO");
+        if (opts.mpi_comm_fortran != DDP_NO_MPI_COMM)
+            fail(DDP_ERR_INVALID_ARGUMENT, "opts->mpi_comm_fortran names an MPI communicator; a group from "
+                                           "ddp_init_local runs without MPI: leave it DDP_NO_MPI_COMM");
+        if (devices != nullptr)
+            fail(DDP_ERR_UNSUPPORTED, "devices: a group from ddp_init_local moves host memory only so far (one NCCL "
+                                      "communicator per device is not built yet); pass NULL");
+        const std::vector<CommHandle*> ranks = start_local_group(opts, n);
+        for (size_t i = 0; i < ranks.size(); ++i) comms[i] = c_handle(ranks[i]);
     });
 }
 

@@ -33,6 +33,19 @@ CommHandle& add_world(const std::function<std::unique_ptr<Communicator>()>& star
     return *handles().back();
 }
 
+std::vector<CommHandle*> add_local_group(std::vector<std::unique_ptr<Communicator>> ranks) {
+    std::lock_guard lock(registry_mutex);
+    std::vector<CommHandle*> added;
+    for (auto& rank : ranks) {
+        auto handle = std::make_unique<CommHandle>();
+        handle->live = std::move(rank);
+        handle->in_local_group = true;
+        added.push_back(handle.get());
+        handles().push_back(std::move(handle));
+    }
+    return added;
+}
+
 CommHandle* add_split(CommHandle& parent, const SplitRequest& request) {
     CommHandle* added = nullptr;
     parent.live->run([&] {
@@ -50,6 +63,14 @@ CommHandle* add_split(CommHandle& parent, const SplitRequest& request) {
 }
 
 void finalize_world(CommHandle& world) {
+    if (world.in_local_group) {
+        // Not under the registry's lock: its peers finalize on their own
+        // threads at the same moment, and each waits for the others.
+        if (!world.live) return;  // already finalized
+        world.live->finalize();   // refused (nothing released) while another thread is inside a call on it
+        std::unique_ptr<Communicator> released = std::move(world.live);
+        return;
+    }
     std::lock_guard lock(registry_mutex);
     if (!world.live) return;  // already finalized
     std::vector<Communicator*> subs;

@@ -27,6 +27,8 @@ struct CommHandle {
     /// The world's live sub-communicators, oldest first, for ddp_finalize
     /// to release (guarded by the registry's lock).
     std::vector<CommHandle*> subs;
+    /// One rank of a group from ddp_init_local (not the process's world).
+    bool in_local_group = false;
     /// At process exit: a communicator the program never finalized is left
     /// alone (tearing it down could wait for peers), not destroyed.
     ~CommHandle() { static_cast<void>(live.release()); }
@@ -36,6 +38,9 @@ struct CommHandle {
 /// lock meanwhile, so that two ddp_init calls cannot both start one.
 /// Throws DDP_ERR_ALREADY_INITIALIZED while an earlier world is live.
 CommHandle& add_world(const std::function<std::unique_ptr<Communicator>()>& start);
+
+/// Keeps the handles of a group from ddp_init_local, in rank order.
+std::vector<CommHandle*> add_local_group(std::vector<std::unique_ptr<Communicator>> ranks);
 
 /// Splits `parent`'s live communicator (in its call order) and keeps the
 /// new handle with its world; nullptr for a rank that joins none.

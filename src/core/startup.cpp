@@ -1,8 +1,11 @@
 #include "core/startup.hpp"
 
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "control/startup.hpp"
 #include "core/settings.hpp"
@@ -67,6 +70,38 @@ std::unique_ptr<Communicator> started_world(const ddp_init_options& opts) {
 
 CommHandle& start_world(const ddp_init_options& opts) {
     return add_world([&] { return started_world(opts); });
+}
+
+std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int size) {
+    Settings settings = resolve_settings(opts);
+    // The in-process plane moves the data: no segment between threads, no nodes.
+    settings.planes.shm.on = false;
+    settings.planes.hierarchical = false;
+    set_log_threshold(settings.log_threshold);
+    std::vector<std::unique_ptr<Transport>> transports = make_local_transports(size);
+    // A communicator's start meets its peers (the planes in front decide
+    // together, DDP_TIMELINE starts together): one thread per rank, as the
+    // group will run.
+    std::vector<std::unique_ptr<Communicator>> started(static_cast<size_t>(size));
+    std::vector<std::exception_ptr> failures(static_cast<size_t>(size));
+    {
+        std::vector<std::jthread> starters;
+        for (size_t rank = 0; rank < started.size(); ++rank)
+            starters.emplace_back([&, rank] {
+                try {
+                    started[rank] = std::make_unique<Communicator>(
+                        std::move(transports[rank]), nullptr, settings,
+                        cuda::GpuAssignment{-1, "the group from ddp_init_local was started without devices"});
+                    if (!settings.timeline_path.empty()) start_timeline(*started[rank], settings.timeline_path);
+                } catch (...) {
+                    failures[rank] = std::current_exception();
+                }
+            });
+    }
+    // The ranks' transports hold nothing collective: a failed start releases them at once.
+    for (const std::exception_ptr& failure : failures)
+        if (failure) std::rethrow_exception(failure);
+    return add_local_group(std::move(started));
 }
 
 }  // namespace ddp

@@ -5,6 +5,8 @@
 // start waits a bounded time for its peers before it releases the transport.
 #pragma once
 
+#include <vector>
+
 #include "core/comm_registry.hpp"
 #include "ddp/ddp.h"
 
@@ -14,5 +16,11 @@ namespace ddp {
 /// DDP_ERR_ALREADY_INITIALIZED while an earlier world is live, and on every
 /// rank together the error that stopped any rank's start.
 CommHandle& start_world(const ddp_init_options& opts);
+
+/// ddp_init_local: ranks 0..size-1 of one group in this process (threads
+/// drive them), host memory only, for checked `opts`; their handles in rank
+/// order. A bad environment variable throws DDP_ERR_INVALID_ARGUMENT once,
+/// before any rank starts.
+std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int size);
 
 }  // namespace ddp

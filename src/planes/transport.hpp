@@ -35,6 +35,10 @@ public:
 
 std::unique_ptr<Transport> make_self_transport();
 
+/// Ranks 0..size-1 of one group whose ranks are threads of this process
+/// (ddp_init_local): one transport per rank, each used by its own thread.
+std::vector<std::unique_ptr<Transport>> make_local_transports(int size);
+
 /// Starts or adopts MPI; mpi_comm_fortran is DDP_NO_MPI_COMM for the world.
 /// Throws DDP_ERR_UNSUPPORTED when libddp was built without MPI.
 std::unique_ptr<Transport> make_mpi_transport(int64_t mpi_comm_fortran);

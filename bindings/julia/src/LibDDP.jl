@@ -347,6 +347,7 @@ const ADDRESSES = (
     ddp_shard_options_init = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_shard_count = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_shard_indices = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_init_local = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_comm_abort = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_report_invalid_call = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_request_stream_wait = Ref{Ptr{Cvoid}}(C_NULL),
@@ -969,6 +970,36 @@ Test vectors (n_items = 10, world = 3, seed = 42, shuffle):
 """
 function ddp_shard_indices(n_items, rank, world, opts, out, capacity, count)
     @ccall $(function_pointer(ADDRESSES.ddp_shard_indices, :ddp_shard_indices))(n_items::Int64, rank::Int32, world::Int32, opts::Ptr{ddp_shard_options}, out::Ptr{Int64}, capacity::Int64, count::Ptr{Int64})::ddp_status
+end
+
+"""
+    ddp_init_local(n, devices, opts, comms)
+
+Starts `n` ranks of one group inside this process, for programs that
+drive several replicas from threads (Conflux.jl's and FluxDistributed.jl's
+way) without a launcher or MPI: `comms[i]` (an array of `n` the caller
+owns) is rank i of n. Each rank is used by one thread at a time, as any
+communicator; a collective completes once every rank has called it, and
+everything that holds across processes holds between the threads:
+agreement (a thread passing another list fails every rank with
+DDP_ERR_MISMATCH naming it), a thread's invalid argument failing its
+peers at once, deadlines naming the thread that never called, stall
+reports, the flight recorder, the timeline, the reducer. Host memory
+moves through the in-process plane: each rank reads its peers' buffers
+where they lie. End each rank with ddp_finalize, from its own thread.
+
+Not built yet, each refused with DDP_ERR_UNSUPPORTED: `devices` (pass
+NULL: one NCCL communicator per device is to come), ddp_comm_split on
+such a rank, and several processes of such groups under one launcher.
+Local: starts no MPI and waits for no other process.
+
+Returns DDP_ERR_INVALID_ARGUMENT (NULL `comms`; `n` outside 1..4096; an
+options field, or `opts->backend` other than DDP_BACKEND_AUTO, or an
+MPI communicator passed in opts: the group has its own transport; a bad
+environment variable), DDP_ERR_UNSUPPORTED (`devices` not NULL).
+"""
+function ddp_init_local(n, devices, opts, comms)
+    @ccall $(function_pointer(ADDRESSES.ddp_init_local, :ddp_init_local))(n::Int32, devices::Ptr{Int32}, opts::Ptr{ddp_init_options}, comms::Ptr{Ptr{ddp_comm}})::ddp_status
 end
 
 """

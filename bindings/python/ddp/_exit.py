@@ -15,6 +15,7 @@ mpirun ends the job as well.
 """
 import atexit
 import sys
+import threading
 
 from . import _ffi
 
@@ -35,3 +36,19 @@ def _finalize_unless_failed(communicator):
             pass  # already broken: the peers know
         return
     communicator.finalize()
+
+
+def finalize_group_at_exit(communicators):
+    """The ranks of a group from init_local that the program left unfinalized
+    end together at exit: each waits in finalize for the others, so they
+    finalize from a thread each."""
+    atexit.register(_finalize_group, communicators)
+
+
+def _finalize_group(communicators):
+    left = [c for c in communicators if not c.finalized]
+    threads = [threading.Thread(target=_finalize_unless_failed, args=(c,)) for c in left]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()

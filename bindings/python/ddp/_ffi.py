@@ -475,6 +475,11 @@ ddp_shard_indices.argtypes = [ctypes.c_int64, ctypes.c_int32, ctypes.c_int32, ct
 ddp_shard_indices.restype = ctypes.c_int
 ddp_shard_indices.errcheck = _check_status
 
+ddp_init_local = _lib.ddp_init_local
+ddp_init_local.argtypes = [ctypes.c_int32, ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ddp_init_options), ctypes.POINTER(ctypes.POINTER(ddp_comm))]
+ddp_init_local.restype = ctypes.c_int
+ddp_init_local.errcheck = _check_status
+
 ddp_comm_abort = _lib.ddp_comm_abort
 ddp_comm_abort.argtypes = [ctypes.POINTER(ddp_comm), ctypes.c_char_p]
 ddp_comm_abort.restype = ctypes.c_int

@@ -1,0 +1,122 @@
+#include "planes/local/in_process_plane.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "planes/local/capabilities.hpp"
+#include "planes/local/round_pending.hpp"
+#include "planes/shm/combine.hpp"
+#include "util/dtype.hpp"
+
+namespace ddp::local {
+
+namespace {
+
+/// Results are combined a tile at a time, on the stack (operations of one
+/// rank may run on two threads at once), and then copied where they go.
+constexpr size_t tile_bytes = 16 * 1024;
+
+/// [first, end) of `part` when `n` elements are cut into `parts`.
+std::pair<int64_t, int64_t> part_of(int64_t n, int parts, int part) {
+    return {n * part / parts, n * (part + 1) / parts};
+}
+
+/// Every rank's `inputs[p] + first` (n elements) combined in rank order, a
+/// tile at a time, each tile handed to `deliver(tile, element offset, count)`.
+template <typename Deliver>
+void combine_in_rank_order(std::span<const std::byte* const> inputs, int64_t first, int64_t n, ddp_dtype dtype,
+                           ddp_op op, Deliver deliver) {
+    alignas(64) std::byte tile[tile_bytes];
+    const auto element = static_cast<int64_t>(element_size(dtype));
+    const int64_t per_tile = static_cast<int64_t>(tile_bytes) / element;
+    for (int64_t at = first; at < first + n; at += per_tile) {
+        const int64_t length = std::min(per_tile, first + n - at);
+        const auto offset = static_cast<size_t>(at * element);
+        if (inputs.size() == 1) {
+            std::memcpy(tile, inputs[0] + offset, static_cast<size_t>(length * element));
+        } else {
+            shm::combine(tile, inputs[0] + offset, inputs[1] + offset, length, dtype, op);
+            for (size_t p = 2; p < inputs.size(); ++p) shm::combine(tile, tile, inputs[p] + offset, length, dtype, op);
+        }
+        deliver(tile, at, length);
+    }
+}
+
+}  // namespace
+
+std::span<const Capability> InProcessPlane::capabilities() const { return local_capabilities; }
+
+std::unique_ptr<Pending> InProcessPlane::start(const void* send, void* recv, std::function<void(Round&)> work) {
+    const uint64_t number = next_round_.fetch_add(1, std::memory_order_relaxed);
+    std::shared_ptr<Round> round = group_->round(Lane::data, number);
+    round->send[static_cast<size_t>(rank_)] = static_cast<const std::byte*>(send);
+    round->recv[static_cast<size_t>(rank_)] = static_cast<std::byte*>(recv);
+    group_->count_in(round->arrived);
+    return std::make_unique<RoundPending>(group_, Lane::data, number, std::move(round), std::move(work), true);
+}
+
+std::unique_ptr<Pending> InProcessPlane::start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) {
+    return start(data, data, [this, count, dtype, op](Round& round) {
+        const auto [first, end] = part_of(count, group_->size(), rank_);
+        const auto element = static_cast<int64_t>(element_size(dtype));
+        const std::vector<const std::byte*> inputs(round.recv.begin(), round.recv.end());
+        combine_in_rank_order(inputs, first, end - first, dtype, op, [&](const std::byte* tile, int64_t at, int64_t n) {
+            for (std::byte* buffer : round.recv) std::memcpy(buffer + at * element, tile, static_cast<size_t>(n * element));
+        });
+    });
+}
+
+std::unique_ptr<Pending> InProcessPlane::start_reduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op,
+                                                      int root) {
+    return start(data, data, [this, count, dtype, op, root](Round& round) {
+        const auto [first, end] = part_of(count, group_->size(), rank_);
+        const auto element = static_cast<int64_t>(element_size(dtype));
+        const std::vector<const std::byte*> inputs(round.recv.begin(), round.recv.end());
+        std::byte* target = round.recv[static_cast<size_t>(root)];
+        combine_in_rank_order(inputs, first, end - first, dtype, op, [&](const std::byte* tile, int64_t at, int64_t n) {
+            std::memcpy(target + at * element, tile, static_cast<size_t>(n * element));
+        });
+    });
+}
+
+std::unique_ptr<Pending> InProcessPlane::start_broadcast(void* data, int64_t bytes, int root) {
+    return start(data, data, [this, bytes, root](Round& round) {
+        if (rank_ != root) std::memcpy(round.recv[static_cast<size_t>(rank_)], round.recv[static_cast<size_t>(root)],
+                                       static_cast<size_t>(bytes));
+    });
+}
+
+std::unique_ptr<Pending> InProcessPlane::start_allgather(const void* send, void* recv, int64_t count,
+                                                         ddp_dtype dtype) {
+    return start(send, recv, [this, count, dtype](Round& round) {
+        const auto block = static_cast<size_t>(count) * element_size(dtype);
+        std::byte* out = round.recv[static_cast<size_t>(rank_)];
+        for (size_t p = 0; p < round.send.size(); ++p)
+            if (out + p * block != round.send[p]) std::memcpy(out + p * block, round.send[p], block);
+    });
+}
+
+std::unique_ptr<Pending> InProcessPlane::start_reduce_scatter(const void* send, void* recv, int64_t count,
+                                                              ddp_dtype dtype, ddp_op op) {
+    return start(send, recv, [this, count, dtype, op](Round& round) {
+        const auto element = static_cast<int64_t>(element_size(dtype));
+        std::vector<const std::byte*> inputs;
+        for (const std::byte* input : round.send) inputs.push_back(input + rank_ * count * element);
+        std::byte* out = round.recv[static_cast<size_t>(rank_)];
+        combine_in_rank_order(inputs, 0, count, dtype, op, [&](const std::byte* tile, int64_t at, int64_t n) {
+            std::memcpy(out + at * element, tile, static_cast<size_t>(n * element));
+        });
+    });
+}
+
+std::unique_ptr<Pending> InProcessPlane::start_alltoall(const void* send, void* recv, int64_t count,
+                                                        ddp_dtype dtype) {
+    return start(send, recv, [this, count, dtype](Round& round) {
+        const auto block = static_cast<size_t>(count) * element_size(dtype);
+        std::byte* out = round.recv[static_cast<size_t>(rank_)];
+        for (size_t p = 0; p < round.send.size(); ++p)
+            std::memcpy(out + p * block, round.send[p] + static_cast<size_t>(rank_) * block, block);
+    });
+}
+
+}  // namespace ddp::local

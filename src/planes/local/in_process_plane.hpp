@@ -1,0 +1,44 @@
+// The host plane of ranks that are threads of one process (ddp_init_local):
+// each rank reads its peers' buffers where they lie. An allreduce is one
+// pass over memory: rank r combines part r of every rank's buffer, in rank
+// order (so every rank gets the same bits), and writes the result into
+// part r of every buffer; no segment, no copy in between. The other
+// operations copy straight from the peers' inputs into this rank's output.
+// Every operation ends when every rank has done its part, since until then
+// peers read or write this rank's memory.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "planes/host_plane.hpp"
+#include "planes/local/local_group.hpp"
+
+namespace ddp::local {
+
+class InProcessPlane final : public HostPlane {
+public:
+    InProcessPlane(std::shared_ptr<Group> group, int rank) : group_(std::move(group)), rank_(rank) {}
+
+    const char* name() const override { return "local"; }
+    std::span<const Capability> capabilities() const override;
+
+    std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) override;
+    std::unique_ptr<Pending> start_reduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op, int root) override;
+    std::unique_ptr<Pending> start_broadcast(void* data, int64_t bytes, int root) override;
+    std::unique_ptr<Pending> start_allgather(const void* send, void* recv, int64_t count, ddp_dtype dtype) override;
+    std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count, ddp_dtype dtype,
+                                                  ddp_op op) override;
+    std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) override;
+
+private:
+    /// Joins this rank's next data round with its buffers; `work` is its
+    /// part once every rank is there.
+    std::unique_ptr<Pending> start(const void* send, void* recv, std::function<void(Round&)> work);
+
+    std::shared_ptr<Group> group_;
+    int rank_;
+    std::atomic<uint64_t> next_round_{0};  // the caller's thread and the async worker both start operations
+};
+
+}  // namespace ddp::local

@@ -1,0 +1,86 @@
+// Several ranks of one group in one process, one thread each
+// (ddp_init_local): what their channels and their in-process plane share.
+// Ranks meet in rounds: every rank's k-th exchange of a lane (control
+// messages, data operations) is round k of that lane, since every rank
+// starts its operations in the same order. A round is made by the first
+// rank to reach it and dropped once every rank has left it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "control/channel.hpp"
+#include "planes/shm/doorbell.hpp"
+
+namespace ddp::local {
+
+/// One meeting of every rank. A rank writes its own slots, then counts
+/// itself in `arrived` (release); a rank that reads `arrived` equal to the
+/// group's size (acquire) may read every slot.
+struct Round {
+    explicit Round(int size)
+        : words(static_cast<size_t>(size)), bytes(static_cast<size_t>(size)), send(static_cast<size_t>(size)),
+          recv(static_cast<size_t>(size)) {}
+    std::vector<std::vector<uint64_t>> words;   ///< control: each rank's words
+    std::vector<std::vector<std::byte>> bytes;  ///< control: each rank's small buffer to reduce
+    std::vector<const std::byte*> send;         ///< data: each rank's input
+    std::vector<std::byte*> recv;               ///< data: each rank's output (in place: the input)
+    std::atomic<int> arrived{0};
+    std::atomic<int> finished{0};  ///< data: ranks that did their part (peers may write until all have)
+    std::atomic<int> left{0};
+};
+
+enum class Lane { control, data };
+
+class Group {
+public:
+    explicit Group(int size) : size_(size), status_sources_(static_cast<size_t>(size)) {}
+    int size() const { return size_; }
+
+    /// Round `number` of `lane`, made by the first rank to ask for it.
+    std::shared_ptr<Round> round(Lane lane, uint64_t number);
+    /// This rank is done with the round; the last to leave drops it.
+    void leave(Lane lane, uint64_t number, Round& round);
+
+    /// Counts `who` in (`arrived` or `finished`) and wakes sleeping peers.
+    void count_in(std::atomic<int>& who) {
+        who.fetch_add(1, std::memory_order_acq_rel);
+        doorbell_.ring();
+    }
+    /// Sleeps until a peer counts itself in somewhere, or `until`, unless `moved()`.
+    bool sleep_unless(const std::function<bool()>& moved, Clock::time_point until) {
+        return doorbell_.sleep_unless(moved, until);
+    }
+
+    /// What rank `rank` is doing, read from its control plane (any thread);
+    /// an empty source once the rank is gone.
+    void set_status_source(int rank, std::function<PeerStatus()> source);
+    std::optional<PeerStatus> status_of(int rank);
+
+    /// Abort notices, as every peer of `notice.from_rank` receives them.
+    void post_notice(const AbortNotice& notice);
+    /// The notice rank `rank` has received, if any: the first, except that
+    /// a peer that stopped outranks one that only finalized.
+    std::optional<AbortNotice> notice_for(int rank);
+
+    /// Ranks that reached finalize.
+    std::atomic<int> finalizing{0};
+
+private:
+    const int size_;
+    alignas(8) std::byte doorbell_words_[8] = {};
+    shm::Doorbell doorbell_{doorbell_words_};
+    std::mutex mutex_;
+    std::map<std::pair<Lane, uint64_t>, std::shared_ptr<Round>> rounds_;  // under mutex_
+    std::vector<std::function<PeerStatus()>> status_sources_;             // under mutex_
+    std::vector<AbortNotice> notices_;                                     // under mutex_, in arrival order
+};
+
+}  // namespace ddp::local

@@ -1,0 +1,103 @@
+"""ddp.init_local: several ranks in one process, one thread each (issue 32).
+Real threads, real NumPy arrays, the GIL released inside every call. Run
+without mpirun."""
+import threading
+
+import numpy as np
+import pytest
+
+import ddp
+
+
+def run_ranks(comms, body):
+    """body(rank, comm) on a thread per rank; returns what each returned or raised."""
+    results = [None] * len(comms)
+
+    def run(rank):
+        try:
+            results[rank] = body(rank, comms[rank])
+        except Exception as error:  # noqa: BLE001 (handed to the test)
+            results[rank] = error
+        finally:
+            comms[rank].finalize()
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in range(len(comms))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in threads), "a rank's thread is still inside libddp"
+    return results
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_threads_allreduce_broadcast_and_allgather_numpy_arrays(n):
+    comms = ddp.init_local(n)
+    assert [(c.rank, c.size, c.backend) for c in comms] == [(r, n, "local") for r in range(n)]
+
+    def body(rank, comm):
+        grads = [np.full(1000, rank + 1, np.float32), np.arange(70000, dtype=np.float64) * rank]
+        comm.allreduce(grads, op="avg")
+        params = np.full(5000, float(rank), np.float32)
+        comm.broadcast(params, root=n - 1)
+        gathered = comm.allgather(np.full(3, rank, np.int32))
+        return grads, params, gathered
+
+    for result in run_ranks(comms, body):
+        assert not isinstance(result, Exception), result
+        grads, params, gathered = result
+        assert np.all(grads[0] == (n + 1) / 2)
+        np.testing.assert_allclose(grads[1], np.arange(70000) * (n - 1) / 2)
+        assert np.all(params == n - 1)
+        assert np.array_equal(np.asarray(gathered).reshape(-1), np.repeat(np.arange(n, dtype=np.int32), 3))
+
+
+def test_a_thread_passing_another_list_raises_mismatch_on_every_rank():
+    comms = ddp.init_local(3)
+
+    def body(rank, comm):
+        tensors = [np.ones(10, np.float32), np.ones(20, np.float32)]
+        comm.allreduce(tensors[:1] if rank == 1 else tensors)
+
+    for result in run_ranks(comms, body):
+        assert isinstance(result, ddp.MismatchError), result
+        assert "rank 1" in str(result)
+
+
+def test_a_thread_that_never_calls_is_named_in_its_peers_timeout():
+    comms = ddp.init_local(2, timeout=1)
+    done = threading.Event()
+
+    def body(rank, comm):
+        if rank == 1:
+            done.wait(10)  # computes until rank 0 has given up
+            return None
+        try:
+            comm.allreduce(np.ones(100, np.float32))
+        finally:
+            done.set()
+
+    results = run_ranks(comms, body)
+    assert isinstance(results[0], ddp.TimeoutError), results[0]
+    assert "rank 1 has not joined" in str(results[0])
+
+
+def test_bad_arguments_raise_naming_them():
+    with pytest.raises(ddp.InvalidArgumentError, match="n is 0"):
+        ddp.init_local(0)
+    with pytest.raises(TypeError, match="n: expected an int"):
+        ddp.init_local(2.0)
+    with pytest.raises(ddp.InvalidArgumentError):
+        ddp.init_local(2, timeout=-1)
+
+
+def test_ranks_left_unfinalized_end_together_at_exit(tmp_path):
+    import subprocess
+    import sys
+    script = tmp_path / "left.py"
+    script.write_text("import numpy as np, ddp\n"
+                      "comms = ddp.init_local(3)\n"
+                      "print('started', [c.rank for c in comms])\n")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "started [0, 1, 2]" in result.stdout
