@@ -857,6 +857,33 @@ DDP_API ddp_status ddp_init_local(int32_t n, const int32_t* devices, const ddp_i
                                   ddp_comm** comms);
 
 /**
+ * Opens a group on the calling thread (NCCL's ncclGroupStart), so that one
+ * thread can drive every rank of a group from ddp_init_local: until the
+ * matching ddp_group_end, each blocking collective this thread calls
+ * (allreduce, broadcast, reduce, allgather, reduce_scatter, alltoall,
+ * sync_optimizer_state, barrier) is checked and returns at once, and runs
+ * on its communicator's background thread; ddp_group_end waits for them
+ * all. Their buffers, and the names and scalars they point to, must stay
+ * valid until then. ddp_check_replicas and the reducer's calls are refused
+ * inside a group (DDP_ERR_INVALID_ARGUMENT). ddp_finalize of a rank from
+ * ddp_init_local returns at once inside a group too, and ends at
+ * ddp_group_end, so one thread can also end every rank (outside a group
+ * each rank's finalize waits for its peers'). Groups nest: the outermost
+ * end runs them. A call refused for its arguments inside a group returns
+ * its error at once, and its peers' calls fail naming it as they run.
+ * Local.
+ */
+DDP_API ddp_status ddp_group_start(void);
+
+/**
+ * Closes the group ddp_group_start opened; at the outermost, waits for every
+ * collective started in it, and returns the first one's error (its message
+ * says which call of the group it was) after all have ended.
+ * DDP_ERR_INVALID_ARGUMENT when no group is open on this thread.
+ */
+DDP_API ddp_status ddp_group_end(void);
+
+/**
  * Breaks the communicator on purpose and tells every peer, as a timeout
  * does: every later call on it returns DDP_ERR_TIMEOUT, here with `reason`
  * (may be NULL), on the peers naming this rank, instead of the peers

@@ -11,6 +11,7 @@
 #include "core/async_dispatch.hpp"
 #include "core/collectives/collective_rules.hpp"
 #include "core/dispatch.hpp"
+#include "core/group_calls.hpp"
 
 namespace {
 
@@ -29,11 +30,15 @@ CollectiveCall entry_call(Communicator& comm, CollectiveKind kind, const EntryAr
                       });
 }
 
-/// Runs one blocking collective in call order on the caller's thread.
+/// Runs one blocking collective in call order on the caller's thread;
+/// inside a group (ddp_group_start), starts it in the background for
+/// ddp_group_end to wait for.
 void blocking_collective(ddp_comm* handle, CollectiveKind kind, const EntryArguments& arguments,
                          const ddp_collective_options* opts) {
     Communicator& comm = live_comm(handle);
-    run_blocking(comm, entry_call(comm, kind, arguments, opts, [] {}));
+    CollectiveCall call = entry_call(comm, kind, arguments, opts, [] {});
+    if (in_group()) return group_add(start_collective(comm, std::move(call)));
+    run_blocking(comm, call);
 }
 
 /// Starts one async collective in call order: on the GPU, or on the
@@ -140,6 +145,10 @@ DDP_API ddp_status ddp_check_replicas(ddp_comm* comm, const ddp_tensor* tensors,
                                       const ddp_collective_options* opts, int32_t* identical) {
     return guarded([&] {
         Communicator& c = live_comm(comm);
+        // Refused here alone: the thread driving the group's ranks learns it at once.
+        if (in_group())
+            fail(DDP_ERR_INVALID_ARGUMENT, "ddp_check_replicas answers at once, so it cannot run inside a group "
+                                           "(call it after ddp_group_end)");
         CollectiveCall call = entry_call(c, CollectiveKind::check_replicas, {.tensors = tensors, .n = n}, opts,
                                          [&] { require_not_null(identical, "identical"); });
         bool same = true;
@@ -150,6 +159,14 @@ DDP_API ddp_status ddp_check_replicas(ddp_comm* comm, const ddp_tensor* tensors,
         *identical = same ? 1 : 0;
         if (!same) set_last_error(difference);
     });
+}
+
+DDP_API ddp_status ddp_group_start(void) {
+    return guarded([] { group_start(); });
+}
+
+DDP_API ddp_status ddp_group_end(void) {
+    return guarded([] { group_end(); });
 }
 
 DDP_API ddp_status ddp_barrier(ddp_comm* comm, const ddp_collective_options* opts) {

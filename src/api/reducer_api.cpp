@@ -8,6 +8,7 @@
 #include "api/collective_call.hpp"
 #include "api/validate.hpp"
 #include "core/comm_registry.hpp"
+#include "core/group_calls.hpp"
 #include "core/reducer.hpp"
 
 struct ddp_reducer {
@@ -28,6 +29,14 @@ void refuse_device_gradients(std::span<const ddp_tensor> gradients) {
                                           "in this version; reduce device gradients with ddp_allreduce_tensor_list");
 }
 
+/// A reducer step waits for its peers on the caller's thread, which one
+/// thread driving every rank (a group) cannot give it.
+void refuse_inside_group(const char* function) {
+    if (in_group())
+        fail(DDP_ERR_INVALID_ARGUMENT, std::string(function) + " cannot run inside a group (ddp_group_start): a "
+                                       "reducer's rank needs a thread of its own; call it after ddp_group_end");
+}
+
 }  // namespace
 
 extern "C" {
@@ -36,6 +45,7 @@ DDP_API ddp_status ddp_reducer_create(ddp_comm* comm, const ddp_tensor* gradient
                                       const ddp_collective_options* opts, ddp_reducer** reducer) {
     return guarded([&] {
         Communicator& c = live_comm(comm);
+        refuse_inside_group("ddp_reducer_create");
         const CollectiveCall call =
             valid_call(c, CollectiveKind::reducer_create, "gradients", opts, [&](Communicator&, const CallOptions& options) {
                 require_not_null(reducer, "reducer");
@@ -86,6 +96,7 @@ DDP_API ddp_status ddp_reducer_mark_ready(ddp_reducer* reducer, int64_t index) {
     return guarded([&] {
         Reducer& r = live_reducer(reducer);
         checked_gradient_index(r, index);
+        refuse_inside_group("ddp_reducer_mark_ready");
         live_comm(reducer->comm).run_unordered([&] { r.mark_ready(index); });
     });
 }
@@ -93,6 +104,7 @@ DDP_API ddp_status ddp_reducer_mark_ready(ddp_reducer* reducer, int64_t index) {
 DDP_API ddp_status ddp_reducer_wait(ddp_reducer* reducer) {
     return guarded([&] {
         Reducer& r = live_reducer(reducer);
+        refuse_inside_group("ddp_reducer_wait");
         live_comm(reducer->comm).run_unordered([&] { r.wait(); });
     });
 }

@@ -66,6 +66,7 @@ void finalize_world(CommHandle& world) {
     if (world.in_local_group) {
         // Not under the registry's lock: its peers finalize on their own
         // threads at the same moment, and each waits for the others.
+        std::lock_guard lock(world.finalizing);
         if (!world.live) return;  // already finalized
         world.live->finalize();   // refused (nothing released) while another thread is inside a call on it
         std::unique_ptr<Communicator> released = std::move(world.live);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/communicator.hpp"
@@ -29,6 +30,8 @@ struct CommHandle {
     std::vector<CommHandle*> subs;
     /// One rank of a group from ddp_init_local (not the process's world).
     bool in_local_group = false;
+    /// Held while such a rank finalizes (outside the registry's lock).
+    std::mutex finalizing;
     /// At process exit: a communicator the program never finalized is left
     /// alone (tearing it down could wait for peers), not destroyed.
     ~CommHandle() { static_cast<void>(live.release()); }

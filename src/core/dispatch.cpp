@@ -1,5 +1,7 @@
 #include "core/dispatch.hpp"
 
+#include "core/group_calls.hpp"
+
 #include <string>
 
 namespace ddp {
@@ -18,6 +20,14 @@ void report_invalid_call(Communicator& comm, CollectiveKind kind, double timeout
 }
 
 void reject_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s, const Error& invalid) {
+    if (in_group()) {
+        // The peers' calls of the group are not started yet when this thread
+        // drives them all: they learn of it in the background, as they run.
+        group_add(Request{comm.submit([&comm, kind, timeout_s, invalid] {
+            report_invalid_call(comm, kind, timeout_s, invalid);
+        })});
+        throw Error(invalid.status(), "rank " + std::to_string(comm.channel().rank()) + ": " + invalid.what());
+    }
     comm.run([&] { report_invalid_call(comm, kind, timeout_s, invalid); });
     throw invalid;  // not reached: report_invalid_call throws
 }

@@ -1,5 +1,6 @@
 #include "core/startup.hpp"
 
+#include <atomic>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -73,12 +74,19 @@ CommHandle& start_world(const ddp_init_options& opts) {
 }
 
 std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int size) {
+    if (launched_by_mpi_launcher())
+        fail(DDP_ERR_UNSUPPORTED, "ddp_init_local under an MPI launcher: one group across several processes "
+                                  "(processes x threads) is not built yet; start the program without mpirun, or "
+                                  "use ddp_init for one rank per process");
     Settings settings = resolve_settings(opts);
     // The in-process plane moves the data: no segment between threads, no nodes.
     settings.planes.shm.on = false;
     settings.planes.hierarchical = false;
     set_log_threshold(settings.log_threshold);
     std::vector<std::unique_ptr<Transport>> transports = make_local_transports(size);
+    // Messages and flight recorder files name the group: a process may hold several.
+    static std::atomic<int> groups_started{0};
+    const std::string name = "local group " + std::to_string(++groups_started);
     // A communicator's start meets its peers (the planes in front decide
     // together, DDP_TIMELINE starts together): one thread per rank, as the
     // group will run.
@@ -91,7 +99,7 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
                 try {
                     started[rank] = std::make_unique<Communicator>(
                         std::move(transports[rank]), nullptr, settings,
-                        cuda::GpuAssignment{-1, "the group from ddp_init_local was started without devices"});
+                        cuda::GpuAssignment{-1, "the group from ddp_init_local was started without devices"}, name);
                     if (!settings.timeline_path.empty()) start_timeline(*started[rank], settings.timeline_path);
                 } catch (...) {
                     failures[rank] = std::current_exception();

@@ -4,7 +4,9 @@
 // argument, a thread that never calls) ending every rank in bounded time.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -271,6 +273,64 @@ TEST(LocalGroupFaults, AThreadThatEndsEarlyFailsItsPeersCallAtOnce) {
     }
 }
 
+TEST(LocalGroupFaults, RanksSharingABufferAreRefusedOnEveryRank) {
+    std::vector<float> shared(5000, 1);
+    const auto seen = run_group(3, [&](int rank, ddp_comm* comm, Seen& seen) {
+        std::vector<float> own(5000, 1);
+        ddp_tensor t = rank == 2 ? f32(own) : f32(shared);  // ranks 0 and 1 pass one array
+        seen.record(ddp_allreduce_tensor_list(comm, &t, 1, DDP_OP_SUM, nullptr));
+    });
+    // Found in the data phase, where the pointers meet: the first rank to
+    // find it breaks the communicator, and a peer may hear only that it did.
+    int naming = 0;
+    for (int rank = 0; rank < 3; ++rank) {
+        const ddp_status status = seen[rank].statuses[0];
+        const std::string& message = seen[rank].messages[0];
+        EXPECT_TRUE(status == DDP_ERR_INVALID_ARGUMENT || status == DDP_ERR_TIMEOUT) << message;
+        if (message.find("ranks 0 and 1 passed overlapping buffers") != std::string::npos) ++naming;
+        else EXPECT_NE(message.find("aborted the communicator"), std::string::npos) << message;
+    }
+    EXPECT_GE(naming, 1);
+    for (float value : shared) ASSERT_EQ(value, 1.0f);  // refused before any write
+}
+
+// A rank that gave up has returned: a peer arriving later must not write
+// into its buffers (withdrawn rounds).
+TEST(LocalGroupFaults, APeerArrivingAfterATimeoutLeavesTheBuffersAlone) {
+    ddp_init_options opts;
+    ASSERT_EQ(ddp_init_options_init(&opts, sizeof opts), DDP_OK);
+    opts.timeout_s = 1;
+    std::vector<float> rank0(300000, 1);  // several steps: a peer may be inside any of them
+    std::atomic<bool> rank0_returned{false};
+    const auto seen = run_group(
+        2,
+        [&](int rank, ddp_comm* comm, Seen& seen) {
+            if (rank == 0) {
+                ddp_tensor t = f32(rank0);
+                seen.record(ddp_allreduce_tensor_list(comm, &t, 1, DDP_OP_SUM, nullptr));
+                rank0_returned = true;
+                return;
+            }
+            while (!rank0_returned) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            std::vector<float> mine(300000, 5);
+            ddp_tensor t = f32(mine);
+            seen.record(ddp_allreduce_tensor_list(comm, &t, 1, DDP_OP_SUM, nullptr));
+        },
+        &opts);
+    EXPECT_EQ(seen[0].statuses[0], DDP_ERR_TIMEOUT) << seen[0].messages[0];
+    EXPECT_NE(seen[1].statuses[0], DDP_OK);
+    for (float value : rank0) ASSERT_EQ(value, 1.0f);
+}
+
+TEST(LocalGroupStart, UnderAnMpiLauncherItIsNotBuiltYet) {
+    ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    ddp_comm* comms[2] = {nullptr, nullptr};
+    EXPECT_EQ(ddp_init_local(2, nullptr, nullptr, comms), DDP_ERR_UNSUPPORTED);
+    ::unsetenv("OMPI_COMM_WORLD_SIZE");
+    EXPECT_NE(std::string(ddp_last_error_message()).find("not built yet"), std::string::npos)
+        << ddp_last_error_message();
+}
+
 // Every dtype, summed, where every sum is exact in the dtype.
 TEST(LocalGroupDtypes, EveryDtypeSums) {
     const int n = 3;
@@ -309,6 +369,77 @@ TEST(LocalGroupDtypes, EveryDtypeSums) {
         }
     });
     expect_all_ok(seen);
+}
+
+// One thread drives every rank (NCCL's group calls): inside ddp_group_start
+// and ddp_group_end each call returns at once and they run together.
+TEST(LocalGroupCalls, OneThreadDrivesEveryRank) {
+    for (int n : {1, 2, 4, 8}) {
+        std::vector<ddp_comm*> comms(static_cast<size_t>(n));
+        ASSERT_EQ(ddp_init_local(n, nullptr, nullptr, comms.data()), DDP_OK) << ddp_last_error_message();
+        std::vector<std::vector<float>> replicas;
+        for (int rank = 0; rank < n; ++rank) replicas.emplace_back(100000, static_cast<float>(rank + 1));
+        for (int step = 0; step < 3; ++step) {
+            ASSERT_EQ(ddp_group_start(), DDP_OK);
+            for (int rank = 0; rank < n; ++rank) {
+                ddp_tensor t = f32(replicas[static_cast<size_t>(rank)]);
+                ASSERT_EQ(ddp_allreduce_tensor_list(comms[static_cast<size_t>(rank)], &t, 1, DDP_OP_AVG, nullptr),
+                          DDP_OK)
+                    << ddp_last_error_message();
+            }
+            ASSERT_EQ(ddp_group_end(), DDP_OK) << ddp_last_error_message();
+        }
+        for (const auto& replica : replicas)
+            for (float value : replica) ASSERT_EQ(value, static_cast<float>(n + 1) / 2) << n;
+        // Groups nest; a broadcast and a barrier in one.
+        ASSERT_EQ(ddp_group_start(), DDP_OK);
+        ASSERT_EQ(ddp_group_start(), DDP_OK);
+        for (int rank = 0; rank < n; ++rank) {
+            replicas[static_cast<size_t>(rank)].assign(1000, static_cast<float>(rank));
+            ddp_tensor t = f32(replicas[static_cast<size_t>(rank)]);
+            ASSERT_EQ(ddp_broadcast_tensor_list(comms[static_cast<size_t>(rank)], &t, 1, 0, nullptr), DDP_OK);
+            ASSERT_EQ(ddp_barrier(comms[static_cast<size_t>(rank)], nullptr), DDP_OK);
+        }
+        ASSERT_EQ(ddp_group_end(), DDP_OK);  // the inner end: nothing waited for yet
+        ASSERT_EQ(ddp_group_end(), DDP_OK);
+        for (const auto& replica : replicas)
+            for (float value : replica) ASSERT_EQ(value, 0.0f);
+        ASSERT_EQ(ddp_group_start(), DDP_OK);
+        for (ddp_comm* comm : comms) ASSERT_EQ(ddp_finalize(comm), DDP_OK);  // each ends at the group's end
+        ASSERT_EQ(ddp_group_end(), DDP_OK);
+    }
+}
+
+TEST(LocalGroupCalls, ABadCallInsideAGroupFailsItAtOnceAndItsPeersAtTheEnd) {
+    std::vector<ddp_comm*> comms(3);
+    ASSERT_EQ(ddp_init_local(3, nullptr, nullptr, comms.data()), DDP_OK);
+    std::vector<std::vector<float>> replicas(3, std::vector<float>(1000, 1));
+    const auto started = std::chrono::steady_clock::now();
+    ASSERT_EQ(ddp_group_start(), DDP_OK);
+    for (int rank = 0; rank < 3; ++rank) {
+        ddp_tensor t = f32(replicas[static_cast<size_t>(rank)]);
+        if (rank == 0) t.data = nullptr;  // the first one issued: its peers are not started yet
+        const ddp_status status = ddp_allreduce_tensor_list(comms[static_cast<size_t>(rank)], &t, 1, DDP_OP_SUM, nullptr);
+        EXPECT_EQ(status, rank == 0 ? DDP_ERR_INVALID_ARGUMENT : DDP_OK) << ddp_last_error_message();
+    }
+    EXPECT_EQ(ddp_group_end(), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ddp_last_error_message()).find("of the group"), std::string::npos) << ddp_last_error_message();
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+    // A reducer call and ddp_check_replicas are refused inside a group; an end without a start too.
+    ASSERT_EQ(ddp_group_start(), DDP_OK);
+    int32_t identical = 0;
+    ddp_tensor t = f32(replicas[0]);
+    EXPECT_EQ(ddp_check_replicas(comms[0], &t, 1, nullptr, &identical), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ddp_last_error_message()).find("inside a group"), std::string::npos);
+    ddp_reducer* reducer = nullptr;
+    EXPECT_EQ(ddp_reducer_create(comms[0], &t, 1, DDP_OP_SUM, nullptr, &reducer), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ddp_last_error_message()).find("inside a group"), std::string::npos);
+    EXPECT_EQ(ddp_group_end(), DDP_OK);  // nothing was started
+    EXPECT_EQ(ddp_group_end(), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ddp_last_error_message()).find("without an open group"), std::string::npos);
+    ASSERT_EQ(ddp_group_start(), DDP_OK);
+    for (ddp_comm* comm : comms) ddp_finalize(comm);
+    EXPECT_EQ(ddp_group_end(), DDP_OK) << ddp_last_error_message();
 }
 
 TEST(LocalGroupStart, BadArgumentsAreRefusedNamingThem) {

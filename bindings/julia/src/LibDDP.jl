@@ -348,6 +348,8 @@ const ADDRESSES = (
     ddp_shard_count = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_shard_indices = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_init_local = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_group_start = Ref{Ptr{Cvoid}}(C_NULL),
+    ddp_group_end = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_comm_abort = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_report_invalid_call = Ref{Ptr{Cvoid}}(C_NULL),
     ddp_request_stream_wait = Ref{Ptr{Cvoid}}(C_NULL),
@@ -1000,6 +1002,41 @@ environment variable), DDP_ERR_UNSUPPORTED (`devices` not NULL).
 """
 function ddp_init_local(n, devices, opts, comms)
     @ccall $(function_pointer(ADDRESSES.ddp_init_local, :ddp_init_local))(n::Int32, devices::Ptr{Int32}, opts::Ptr{ddp_init_options}, comms::Ptr{Ptr{ddp_comm}})::ddp_status
+end
+
+"""
+    ddp_group_start()
+
+Opens a group on the calling thread (NCCL's ncclGroupStart), so that one
+thread can drive every rank of a group from ddp_init_local: until the
+matching ddp_group_end, each blocking collective this thread calls
+(allreduce, broadcast, reduce, allgather, reduce_scatter, alltoall,
+sync_optimizer_state, barrier) is checked and returns at once, and runs
+on its communicator's background thread; ddp_group_end waits for them
+all. Their buffers, and the names and scalars they point to, must stay
+valid until then. ddp_check_replicas and the reducer's calls are refused
+inside a group (DDP_ERR_INVALID_ARGUMENT). ddp_finalize of a rank from
+ddp_init_local returns at once inside a group too, and ends at
+ddp_group_end, so one thread can also end every rank (outside a group
+each rank's finalize waits for its peers'). Groups nest: the outermost
+end runs them. A call refused for its arguments inside a group returns
+its error at once, and its peers' calls fail naming it as they run.
+Local.
+"""
+function ddp_group_start()
+    @ccall $(function_pointer(ADDRESSES.ddp_group_start, :ddp_group_start))()::ddp_status
+end
+
+"""
+    ddp_group_end()
+
+Closes the group ddp_group_start opened; at the outermost, waits for every
+collective started in it, and returns the first one's error (its message
+says which call of the group it was) after all have ended.
+DDP_ERR_INVALID_ARGUMENT when no group is open on this thread.
+"""
+function ddp_group_end()
+    @ccall $(function_pointer(ADDRESSES.ddp_group_end, :ddp_group_end))()::ddp_status
 end
 
 """

@@ -11,6 +11,7 @@ import ctypes
 import functools
 import re
 import sys
+import threading
 
 import numpy as np
 
@@ -271,7 +272,7 @@ class Communicator:
         wait_for_jitted_collectives()
         _ffi.ddp_finalize(self._handle)
         self.finalized = True
-        _free_finished_abandoned(finalized=True)
+        _free_finished_abandoned()
 
     def _checked(self, collective, tree=None, name=None, timeout=None):
         """`with` around a collective's argument checks: see ddp/_agreement.py."""
@@ -665,32 +666,40 @@ class Request:
         # is done, and is freed by a later request or by finalize.
         if getattr(self, "_handle", None):
             try:
-                _abandoned.append((self._handle, self._tensor_list))
+                with _abandoned_lock:
+                    _abandoned.append((self._handle, self._tensor_list))
                 _free_finished_abandoned()
             except (TypeError, AttributeError):
                 pass  # the interpreter is shutting down (module globals are gone): kept
 
 
 # (handle, memory) of requests dropped unfinished; see Request.__del__.
+# Threads share it: the ranks of ddp.init_local each run on a thread.
 _abandoned = []
+_abandoned_lock = threading.Lock()
 
 
-def _free_finished_abandoned(finalized=False):
-    """Frees the abandoned requests that are done (all of them once the
-    communicator is finalized: ddp_finalize waited for them); never blocks."""
-    for entry in list(_abandoned):
-        finished = ctypes.c_int32(1 if finalized else 0)
-        if not finalized:
-            try:
-                _ffi.ddp_request_test(entry[0], finished)
-            except _ffi.DDPError:
-                finished.value = 1  # done, with an error nobody asked for
-        if finished.value:
+def _free_finished_abandoned():
+    """Frees the abandoned requests that are done (every request of a finalized
+    communicator is: ddp_finalize waited for them); never blocks."""
+    with _abandoned_lock:
+        entries = list(_abandoned)
+    for entry in entries:
+        finished = ctypes.c_int32(0)
+        try:
+            _ffi.ddp_request_test(entry[0], finished)
+        except _ffi.DDPError:
+            finished.value = 1  # done, with an error nobody asked for
+        if not finished.value:
+            continue
+        with _abandoned_lock:
+            if entry not in _abandoned:
+                continue  # another thread freed it meanwhile
             _abandoned.remove(entry)
-            try:
-                _ffi.ddp_request_free(entry[0])  # done: returns at once
-            except _ffi.DDPError:
-                pass  # the caller never asked for the result
+        try:
+            _ffi.ddp_request_free(entry[0])  # done: returns at once
+        except _ffi.DDPError:
+            pass  # the caller never asked for the result
 
 
 class ReplicaCheck:

@@ -480,6 +480,16 @@ ddp_init_local.argtypes = [ctypes.c_int32, ctypes.POINTER(ctypes.c_int32), ctype
 ddp_init_local.restype = ctypes.c_int
 ddp_init_local.errcheck = _check_status
 
+ddp_group_start = _lib.ddp_group_start
+ddp_group_start.argtypes = []
+ddp_group_start.restype = ctypes.c_int
+ddp_group_start.errcheck = _check_status
+
+ddp_group_end = _lib.ddp_group_end
+ddp_group_end.argtypes = []
+ddp_group_end.restype = ctypes.c_int
+ddp_group_end.errcheck = _check_status
+
 ddp_comm_abort = _lib.ddp_comm_abort
 ddp_comm_abort.argtypes = [ctypes.POINTER(ddp_comm), ctypes.c_char_p]
 ddp_comm_abort.restype = ctypes.c_int

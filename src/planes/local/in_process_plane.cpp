@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "planes/local/capabilities.hpp"
 #include "planes/local/round_pending.hpp"
 #include "planes/shm/combine.hpp"
 #include "util/dtype.hpp"
+#include "util/error.hpp"
 
 namespace ddp::local {
 
@@ -42,6 +45,36 @@ void combine_in_rank_order(std::span<const std::byte* const> inputs, int64_t fir
     }
 }
 
+/// Ranks must bring buffers of their own: where one rank's output overlaps
+/// another rank's output or input, both would write it, or one would read
+/// what the other writes. Every rank sees the same pointers, so every rank
+/// refuses alike, before any writes. `send_bytes` 0: the operation is in place.
+void refuse_shared_buffers(const Round& round, size_t recv_bytes, size_t send_bytes) {
+    struct Extent {
+        const std::byte* first;
+        size_t bytes;
+        size_t rank;
+        bool output;
+    };
+    std::vector<Extent> extents;
+    for (size_t rank = 0; rank < round.recv.size(); ++rank) {
+        extents.push_back({round.recv[rank], recv_bytes, rank, true});
+        if (send_bytes > 0) extents.push_back({round.send[rank], send_bytes, rank, false});
+    }
+    std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.first < b.first; });
+    const Extent* reaching = nullptr;  // of those before, the one that ends last
+    for (const Extent& extent : extents) {
+        if (extent.bytes == 0) continue;
+        if (reaching != nullptr && extent.first < reaching->first + reaching->bytes && extent.rank != reaching->rank &&
+            (extent.output || reaching->output))
+            fail(DDP_ERR_INVALID_ARGUMENT,
+                 "ranks " + std::to_string(std::min(extent.rank, reaching->rank)) + " and " +
+                     std::to_string(std::max(extent.rank, reaching->rank)) +
+                     " passed overlapping buffers; each rank of a group from ddp_init_local needs its own");
+        if (reaching == nullptr || extent.first + extent.bytes > reaching->first + reaching->bytes) reaching = &extent;
+    }
+}
+
 }  // namespace
 
 std::span<const Capability> InProcessPlane::capabilities() const { return local_capabilities; }
@@ -57,8 +90,9 @@ std::unique_ptr<Pending> InProcessPlane::start(const void* send, void* recv, std
 
 std::unique_ptr<Pending> InProcessPlane::start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) {
     return start(data, data, [this, count, dtype, op](Round& round) {
-        const auto [first, end] = part_of(count, group_->size(), rank_);
         const auto element = static_cast<int64_t>(element_size(dtype));
+        refuse_shared_buffers(round, static_cast<size_t>(count * element), 0);
+        const auto [first, end] = part_of(count, group_->size(), rank_);
         const std::vector<const std::byte*> inputs(round.recv.begin(), round.recv.end());
         combine_in_rank_order(inputs, first, end - first, dtype, op, [&](const std::byte* tile, int64_t at, int64_t n) {
             for (std::byte* buffer : round.recv) std::memcpy(buffer + at * element, tile, static_cast<size_t>(n * element));
@@ -69,8 +103,9 @@ std::unique_ptr<Pending> InProcessPlane::start_allreduce(void* data, int64_t cou
 std::unique_ptr<Pending> InProcessPlane::start_reduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op,
                                                       int root) {
     return start(data, data, [this, count, dtype, op, root](Round& round) {
-        const auto [first, end] = part_of(count, group_->size(), rank_);
         const auto element = static_cast<int64_t>(element_size(dtype));
+        refuse_shared_buffers(round, static_cast<size_t>(count * element), 0);
+        const auto [first, end] = part_of(count, group_->size(), rank_);
         const std::vector<const std::byte*> inputs(round.recv.begin(), round.recv.end());
         std::byte* target = round.recv[static_cast<size_t>(root)];
         combine_in_rank_order(inputs, first, end - first, dtype, op, [&](const std::byte* tile, int64_t at, int64_t n) {
@@ -81,6 +116,7 @@ std::unique_ptr<Pending> InProcessPlane::start_reduce(void* data, int64_t count,
 
 std::unique_ptr<Pending> InProcessPlane::start_broadcast(void* data, int64_t bytes, int root) {
     return start(data, data, [this, bytes, root](Round& round) {
+        refuse_shared_buffers(round, static_cast<size_t>(bytes), 0);
         if (rank_ != root) std::memcpy(round.recv[static_cast<size_t>(rank_)], round.recv[static_cast<size_t>(root)],
                                        static_cast<size_t>(bytes));
     });
@@ -90,6 +126,7 @@ std::unique_ptr<Pending> InProcessPlane::start_allgather(const void* send, void*
                                                          ddp_dtype dtype) {
     return start(send, recv, [this, count, dtype](Round& round) {
         const auto block = static_cast<size_t>(count) * element_size(dtype);
+        refuse_shared_buffers(round, block * round.recv.size(), block);
         std::byte* out = round.recv[static_cast<size_t>(rank_)];
         for (size_t p = 0; p < round.send.size(); ++p)
             if (out + p * block != round.send[p]) std::memcpy(out + p * block, round.send[p], block);
@@ -100,6 +137,8 @@ std::unique_ptr<Pending> InProcessPlane::start_reduce_scatter(const void* send, 
                                                               ddp_dtype dtype, ddp_op op) {
     return start(send, recv, [this, count, dtype, op](Round& round) {
         const auto element = static_cast<int64_t>(element_size(dtype));
+        refuse_shared_buffers(round, static_cast<size_t>(count * element),
+                              static_cast<size_t>(count * element) * round.send.size());
         std::vector<const std::byte*> inputs;
         for (const std::byte* input : round.send) inputs.push_back(input + rank_ * count * element);
         std::byte* out = round.recv[static_cast<size_t>(rank_)];
@@ -113,6 +152,7 @@ std::unique_ptr<Pending> InProcessPlane::start_alltoall(const void* send, void* 
                                                         ddp_dtype dtype) {
     return start(send, recv, [this, count, dtype](Round& round) {
         const auto block = static_cast<size_t>(count) * element_size(dtype);
+        refuse_shared_buffers(round, block * round.recv.size(), block * round.send.size());
         std::byte* out = round.recv[static_cast<size_t>(rank_)];
         for (size_t p = 0; p < round.send.size(); ++p)
             std::memcpy(out + p * block, round.send[p] + static_cast<size_t>(rank_) * block, block);

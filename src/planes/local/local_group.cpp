@@ -5,7 +5,10 @@ namespace ddp::local {
 std::shared_ptr<Round> Group::round(Lane lane, uint64_t number) {
     std::lock_guard lock(mutex_);
     auto& round = rounds_[{lane, number}];
-    if (!round) round = std::make_shared<Round>(size_);
+    if (!round) {
+        round = std::make_shared<Round>(size_);
+        round->withdrawn = broken_ && lane == Lane::data;
+    }
     return round;
 }
 
@@ -33,6 +36,14 @@ void Group::post_notice(const AbortNotice& notice) {
     {
         std::lock_guard lock(mutex_);
         notices_.push_back(notice);
+        if (notice.reason != AbortNotice::Reason::finalizing) {
+            broken_ = true;
+            for (auto& [key, round] : rounds_)
+                if (key.first == Lane::data) {
+                    std::unique_lock working(round->working);  // waits for a peer inside its part
+                    round->withdrawn = true;
+                }
+        }
     }
     doorbell_.ring();
 }

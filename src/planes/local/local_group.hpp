@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -35,6 +36,12 @@ struct Round {
     std::atomic<int> arrived{0};
     std::atomic<int> finished{0};  ///< data: ranks that did their part (peers may write until all have)
     std::atomic<int> left{0};
+    /// Data: a rank reads and writes its peers' buffers only while holding
+    /// this shared and finding the round not withdrawn; a rank that stopped
+    /// taking part (it gave up, or aborted) withdraws every open round under
+    /// it exclusively, so that no peer touches its buffers once it returned.
+    std::shared_mutex working;
+    bool withdrawn = false;  ///< under `working`
 };
 
 enum class Lane { control, data };
@@ -65,6 +72,8 @@ public:
     std::optional<PeerStatus> status_of(int rank);
 
     /// Abort notices, as every peer of `notice.from_rank` receives them.
+    /// One that stops a rank (anything but finalizing) withdraws every open
+    /// data round, and every later one: the group is broken.
     void post_notice(const AbortNotice& notice);
     /// The notice rank `rank` has received, if any: the first, except that
     /// a peer that stopped outranks one that only finalized.
@@ -81,6 +90,7 @@ private:
     std::map<std::pair<Lane, uint64_t>, std::shared_ptr<Round>> rounds_;  // under mutex_
     std::vector<std::function<PeerStatus()>> status_sources_;             // under mutex_
     std::vector<AbortNotice> notices_;                                     // under mutex_, in arrival order
+    bool broken_ = false;                                                  // under mutex_
 };
 
 }  // namespace ddp::local

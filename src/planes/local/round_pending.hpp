@@ -26,7 +26,13 @@ public:
         const int size = group_->size();
         if (!worked_) {
             if (round_->arrived.load(std::memory_order_acquire) < size) return false;
-            if (work_) work_(*round_);
+            {
+                // A withdrawn round never finishes: the waiter's look at the
+                // notices ends its call (the peer that stopped said why).
+                std::shared_lock working(round_->working);
+                if (round_->withdrawn) return false;
+                if (work_) work_(*round_);
+            }
             worked_ = true;
             if (finish_together_) group_->count_in(round_->finished);
         }
