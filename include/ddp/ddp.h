@@ -841,7 +841,9 @@ DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t worl
  * peers at once, deadlines naming the thread that never called, stall
  * reports, the flight recorder, the timeline, the reducer. Host memory
  * moves through the in-process plane: each rank reads its peers' buffers
- * where they lie. End each rank with ddp_finalize, from its own thread.
+ * where they lie. End each rank with ddp_finalize, which waits for no peer
+ * (one thread may end every rank in turn): a peer's later call fails
+ * naming the rank that finalized.
  *
  * Not built yet, each refused with DDP_ERR_UNSUPPORTED: `devices` (pass
  * NULL: one NCCL communicator per device is to come), ddp_comm_split on
@@ -865,10 +867,7 @@ DDP_API ddp_status ddp_init_local(int32_t n, const int32_t* devices, const ddp_i
  * on its communicator's background thread; ddp_group_end waits for them
  * all. Their buffers, and the names and scalars they point to, must stay
  * valid until then. ddp_check_replicas and the reducer's calls are refused
- * inside a group (DDP_ERR_INVALID_ARGUMENT). ddp_finalize of a rank from
- * ddp_init_local returns at once inside a group too, and ends at
- * ddp_group_end, so one thread can also end every rank (outside a group
- * each rank's finalize waits for its peers'). Groups nest: the outermost
+ * inside a group (DDP_ERR_INVALID_ARGUMENT). Groups nest: the outermost
  * end runs them. A call refused for its arguments inside a group returns
  * its error at once, and its peers' calls fail naming it as they run.
  * Local.

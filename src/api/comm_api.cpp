@@ -10,7 +10,6 @@
 #include "api/validate.hpp"
 #include "core/comm_registry.hpp"
 #include "core/dispatch.hpp"
-#include "core/group_calls.hpp"
 #include "core/settings.hpp"
 #include "core/split.hpp"
 #include "core/startup.hpp"
@@ -86,8 +85,6 @@ DDP_API ddp_status ddp_finalize(ddp_comm* world) {
         if (handle.world != nullptr)
             fail(DDP_ERR_INVALID_ARGUMENT, "world is a sub-communicator (from ddp_comm_split); free it with "
                                            "ddp_comm_free, and finalize the world it came from with ddp_finalize");
-        // A rank's finalize waits for its peers': in a group, one thread ends them all.
-        if (handle.in_local_group && in_group()) return group_add_work([&handle] { finalize_world(handle); });
         finalize_world(handle);
     });
 }

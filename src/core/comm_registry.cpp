@@ -64,8 +64,8 @@ CommHandle* add_split(CommHandle& parent, const SplitRequest& request) {
 
 void finalize_world(CommHandle& world) {
     if (world.in_local_group) {
-        // Not under the registry's lock: its peers finalize on their own
-        // threads at the same moment, and each waits for the others.
+        // Not under the registry's lock: a rank's finalize first waits for
+        // its async requests, which wait for its peers.
         std::lock_guard lock(world.finalizing);
         if (!world.live) return;  // already finalized
         world.live->finalize();   // refused (nothing released) while another thread is inside a call on it

@@ -1,7 +1,6 @@
 #include "core/group_calls.hpp"
 
 #include <optional>
-#include <thread>
 #include <string>
 #include <vector>
 
@@ -14,7 +13,6 @@ namespace {
 struct GroupCalls {
     int depth = 0;
     std::vector<Request> started;
-    std::vector<std::jthread> workers;  // group_add_work's, joined at the end
 };
 
 thread_local GroupCalls group;
@@ -27,21 +25,6 @@ void group_start() { ++group.depth; }
 
 void group_add(Request request) { group.started.push_back(std::move(request)); }
 
-void group_add_work(std::function<void()> work) {
-    Request request;
-    group.workers.emplace_back([state = request.state, work = std::move(work)] {
-        ddp_status status = DDP_OK;
-        std::string message;
-        try {
-            work();
-        } catch (...) {
-            status = status_of_exception(std::current_exception(), message);
-        }
-        state->complete(status, std::move(message));
-    });
-    group_add(std::move(request));
-}
-
 void group_end() {
     if (group.depth == 0)
         fail(DDP_ERR_INVALID_ARGUMENT, "ddp_group_end without an open group (call ddp_group_start first)");
@@ -49,8 +32,6 @@ void group_end() {
     // Every one, even after a failure: none may still run when this returns.
     std::vector<Request> started = std::move(group.started);
     group.started.clear();
-    std::vector<std::jthread> workers = std::move(group.workers);  // joined on the way out
-    group.workers.clear();
     std::optional<Error> first;
     for (size_t i = 0; i < started.size(); ++i) {
         std::string message;

@@ -7,8 +7,6 @@
 // thread's own, as NCCL's is.
 #pragma once
 
-#include <functional>
-
 #include "core/request.hpp"
 
 namespace ddp {
@@ -19,9 +17,7 @@ bool in_group();
 void group_start();
 /// A collective started inside this thread's group; ddp_group_end waits for it.
 void group_add(Request request);
-/// Runs `work` on a thread of its own, started now (a rank's finalize,
-/// which waits for its peers'); ddp_group_end waits for it as for a collective.
-void group_add_work(std::function<void()> work);
+
 /// ddp_group_end: closes a group; at the outermost, waits for every
 /// collective started in it and throws the first one's error, if any.
 /// DDP_ERR_INVALID_ARGUMENT when no group is open.

@@ -199,8 +199,9 @@ def init_local(n, timeout=None, log_to_python=True):
     everything that holds across processes holds between them (a thread
     passing another list raises MismatchError on every rank, a thread that
     never calls is named in its peers' TimeoutError). End each with
-    finalize() from its own thread; ranks left are finalized together at
-    interpreter exit. timeout and log_to_python: as for init()."""
+    finalize(), which waits for no peer (a peer's later call raises naming
+    the rank); ranks left are finalized at interpreter exit. timeout and
+    log_to_python: as for init()."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"n: expected an int (the number of ranks), got {type(n).__name__}")
     options = _ffi.ddp_init_options()

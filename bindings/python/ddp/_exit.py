@@ -15,7 +15,6 @@ mpirun ends the job as well.
 """
 import atexit
 import sys
-import threading
 
 from . import _ffi
 
@@ -40,15 +39,6 @@ def _finalize_unless_failed(communicator):
 
 def finalize_group_at_exit(communicators):
     """The ranks of a group from init_local that the program left unfinalized
-    end together at exit: each waits in finalize for the others, so they
-    finalize from a thread each."""
-    atexit.register(_finalize_group, communicators)
-
-
-def _finalize_group(communicators):
-    left = [c for c in communicators if not c.finalized]
-    threads = [threading.Thread(target=_finalize_unless_failed, args=(c,)) for c in left]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    end at exit (a rank's finalize waits for no peer, so in turn)."""
+    for communicator in communicators:
+        finalize_at_exit(communicator)

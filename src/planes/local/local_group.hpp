@@ -79,9 +79,6 @@ public:
     /// a peer that stopped outranks one that only finalized.
     std::optional<AbortNotice> notice_for(int rank);
 
-    /// Ranks that reached finalize.
-    std::atomic<int> finalizing{0};
-
 private:
     const int size_;
     alignas(8) std::byte doorbell_words_[8] = {};

@@ -91,10 +91,12 @@ public:
     void ping(std::span<const int>) override {}
     bool answers_in_background() const override { return true; }
 
-    std::unique_ptr<Pending> start_finalize_barrier() override {
-        group_->count_in(group_->finalizing);
-        return std::make_unique<FinalizeBarrier>(group_);
-    }
+    // A rank's finalize waits for no peer here: once its calls have returned
+    // no peer reads or writes its memory (a data round ends only when every
+    // rank has done its part, a control round owns its copies, the group
+    // outlives every rank), and its peers' later calls fail on its notice.
+    // So one thread may finalize every rank in turn.
+    std::unique_ptr<Pending> start_finalize_barrier() override { return nullptr; }
     // Peers stop reading this rank's status before its control plane goes.
     void finalize(bool) override { group_->set_status_source(rank_, nullptr); }
 
@@ -103,19 +105,6 @@ public:
     }
 
 private:
-    /// Every rank at finalize.
-    class FinalizeBarrier final : public Pending {
-    public:
-        explicit FinalizeBarrier(std::shared_ptr<Group> group) : group_(std::move(group)) {}
-        bool test() override { return group_->finalizing.load(std::memory_order_acquire) >= group_->size(); }
-        bool sleep(Clock::time_point until) override {
-            return group_->sleep_unless([this] { return test(); }, until);
-        }
-
-    private:
-        std::shared_ptr<Group> group_;
-    };
-
     /// This rank's next control round with `words` and `bytes`; `finish`
     /// reads every rank's once all are there.
     std::unique_ptr<Pending> exchange(std::vector<uint64_t> words, std::vector<std::byte> bytes,
