@@ -13,11 +13,13 @@
  * Exits 0 when every call returned what the scenario expects, else prints
  * the call and its message and exits 1.
  */
-#define DDP_EXPERIMENTAL_API /* ddp_reducer_* */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+#define DDP_EXPERIMENTAL_API    /* ddp_reducer_* */
 #include <ddp/ddp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int expect(const char* what, ddp_status got, ddp_status wanted) {
@@ -177,7 +179,10 @@ static int contended(ddp_comm* world, int rank, const char* path) {
     EXPECT(ddp_timeline_start(world, path), DDP_OK);
     EXPECT(ddp_reducer_create(world, grads, 4, DDP_OP_SUM, &opts, &reducer), DDP_OK);
     for (i = 3; i >= 1; --i) EXPECT(ddp_reducer_mark_ready(reducer, i), DDP_OK);
-    if (rank == 1) usleep(50000);
+    if (rank == 1) {
+        const struct timespec late = {0, 50 * 1000 * 1000};
+        nanosleep(&late, NULL);
+    }
     EXPECT(ddp_reducer_mark_ready(reducer, 0), DDP_OK);
     EXPECT(ddp_reducer_wait(reducer), DDP_OK);
     EXPECT(ddp_reducer_free(reducer), DDP_OK);
