@@ -1,10 +1,19 @@
 #include "core/dispatch.hpp"
 
-#include "core/group_calls.hpp"
-
 #include <string>
 
+#include "core/group_calls.hpp"
+
 namespace ddp {
+
+namespace {
+
+/// An invalid call's error as this rank reports it: naming the rank.
+Error naming_this_rank(const Communicator& comm, const Error& invalid) {
+    return Error(invalid.status(), "rank " + std::to_string(comm.channel().rank()) + ": " + invalid.what());
+}
+
+}  // namespace
 
 void run_blocking(Communicator& comm, const CollectiveCall& call) {
     comm.run([&] { run_collective(comm, call); });
@@ -16,7 +25,7 @@ void report_invalid_call(Communicator& comm, CollectiveKind kind, double timeout
     } catch (const Error&) {
         // A broken communicator: the validation error is still the one to report.
     }
-    throw Error(invalid.status(), "rank " + std::to_string(comm.channel().rank()) + ": " + invalid.what());
+    throw naming_this_rank(comm, invalid);
 }
 
 void reject_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s, const Error& invalid) {
@@ -26,7 +35,7 @@ void reject_invalid_call(Communicator& comm, CollectiveKind kind, double timeout
         group_add(Request{comm.submit([&comm, kind, timeout_s, invalid] {
             report_invalid_call(comm, kind, timeout_s, invalid);
         })});
-        throw Error(invalid.status(), "rank " + std::to_string(comm.channel().rank()) + ": " + invalid.what());
+        throw naming_this_rank(comm, invalid);
     }
     comm.run([&] { report_invalid_call(comm, kind, timeout_s, invalid); });
     throw invalid;  // not reached: report_invalid_call throws

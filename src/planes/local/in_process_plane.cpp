@@ -34,13 +34,7 @@ void combine_in_rank_order(std::span<const std::byte* const> inputs, int64_t fir
     const int64_t per_tile = static_cast<int64_t>(tile_bytes) / element;
     for (int64_t at = first; at < first + n; at += per_tile) {
         const int64_t length = std::min(per_tile, first + n - at);
-        const auto offset = static_cast<size_t>(at * element);
-        if (inputs.size() == 1) {
-            std::memcpy(tile, inputs[0] + offset, static_cast<size_t>(length * element));
-        } else {
-            shm::combine(tile, inputs[0] + offset, inputs[1] + offset, length, dtype, op);
-            for (size_t p = 2; p < inputs.size(); ++p) shm::combine(tile, tile, inputs[p] + offset, length, dtype, op);
-        }
+        shm::combine_in_rank_order(tile, inputs, static_cast<size_t>(at * element), length, dtype, op);
         deliver(tile, at, length);
     }
 }

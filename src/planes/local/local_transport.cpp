@@ -57,10 +57,9 @@ public:
             const bool alike = std::all_of(round.bytes.begin(), round.bytes.end(),
                                            [&](const auto& theirs) { return theirs.size() == bytes; });
             if (bytes == 0 || !alike) return;
-            if (round.bytes.size() == 1) return;  // one rank: its own bytes
-            shm::combine(carried, round.bytes[0].data(), round.bytes[1].data(), count, dtype, op);
-            for (size_t p = 2; p < round.bytes.size(); ++p)
-                shm::combine(carried, carried, round.bytes[p].data(), count, dtype, op);
+            std::vector<const std::byte*> inputs;
+            for (const auto& theirs : round.bytes) inputs.push_back(theirs.data());
+            shm::combine_in_rank_order(carried, inputs, 0, count, dtype, op);
         });
     }
     std::unique_ptr<Pending> start_allgather_u64(std::span<const uint64_t> words,

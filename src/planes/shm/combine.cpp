@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "device/cpu/element_rules.hpp"
+#include "util/dtype.hpp"
 #include "util/error.hpp"
 
 namespace ddp::shm {
@@ -103,6 +104,16 @@ Combine best_for_this_cpu() {
 void combine(void* dst, const void* a, const void* b, int64_t count, ddp_dtype dtype, ddp_op op) {
     static const Combine best = best_for_this_cpu();
     best(dst, a, b, count, dtype, op);
+}
+
+void combine_in_rank_order(void* dst, std::span<const std::byte* const> inputs, size_t offset, int64_t count,
+                           ddp_dtype dtype, ddp_op op) {
+    if (inputs.size() == 1) {
+        std::memcpy(dst, inputs[0] + offset, static_cast<size_t>(count) * element_size(dtype));
+        return;
+    }
+    combine(dst, inputs[0] + offset, inputs[1] + offset, count, dtype, op);
+    for (size_t rank = 2; rank < inputs.size(); ++rank) combine(dst, dst, inputs[rank] + offset, count, dtype, op);
 }
 
 }  // namespace ddp::shm
