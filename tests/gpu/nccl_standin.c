@@ -13,7 +13,10 @@
  * "async_error" (setup succeeds, then an asynchronous error is reported),
  * "split_hangs" (ncclCommSplit never finishes until the parent is
  * aborted), "split_fails" (the new communicator reports an error),
- * "split_refused" (ncclCommSplit itself returns an error).
+ * "split_refused" (ncclCommSplit itself returns an error), "launch_blocks"
+ * (ncclGroupEnd waits, as a blocking communicator's launch can, until the
+ * set-up communicator is aborted: with splitShare its abort flag is the
+ * split's too, and the launch then fails).
  *
  * ncclCommSplit behaves as NCCL's non-blocking split does: it returns
  * ncclInProgress with the new handle still NULL, and a thread of its own
@@ -41,6 +44,9 @@ int standin_abort_count(void) { return aborts; }
 /* The handle ncclCommSplit gives, told apart from setup's (and found by the tests). */
 int standin_split_comm = 0;
 static int split_aborts = 0;
+/* The config of the last ncclCommSplit (-1: none yet); for the tests. */
+int standin_split_blocking = -1;
+int standin_split_share = -1;
 
 /* How many aborts were of a communicator from ncclCommSplit. */
 int standin_split_abort_count(void) { return split_aborts; }
@@ -51,14 +57,14 @@ static int split_thread_started = 0;
 static atomic_int split_pending = 0; /* the parent is in progress until the job ends */
 static atomic_int parent_aborted = 0;
 
-#ifndef STANDIN_WITHOUT_SPLIT
-static ncclComm_t* split_out = NULL;
-static int split_color = 0;
-
 static void pause_ms(long ms) {
     struct timespec wait = {0, ms * 1000000L};
     nanosleep(&wait, NULL);
 }
+
+#ifndef STANDIN_WITHOUT_SPLIT
+static ncclComm_t* split_out = NULL;
+static int split_color = 0;
 
 static const char* mode(void);
 
@@ -133,7 +139,9 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
 
 #ifndef STANDIN_WITHOUT_SPLIT
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
-    (void)comm, (void)key, (void)config;
+    (void)comm, (void)key;
+    standin_split_blocking = config->blocking;
+    standin_split_share = config->splitShare;
     if (strcmp(mode(), "split_refused") == 0) {
         strcpy(last_error, "stand-in: ncclCommSplit refused the call");
         *newcomm = NULL;
@@ -184,7 +192,12 @@ const char* ncclGetLastError(ncclComm_t comm) {
 }
 
 ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
-ncclResult_t ncclGroupEnd(void) { return ncclSuccess; }
+ncclResult_t ncclGroupEnd(void) {
+    if (strcmp(mode(), "launch_blocks") != 0) return ncclSuccess;
+    while (!atomic_load(&parent_aborted)) pause_ms(1);
+    strcpy(last_error, "stand-in: the launch ended on the abort flag");
+    return ncclInternalError;
+}
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {

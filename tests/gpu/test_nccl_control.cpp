@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -265,6 +266,44 @@ TEST_F(NcclSplit, ARefusedSplitQuotesNcclAndAbortsTheParent) {
         << message;
     EXPECT_TRUE(failing_ran);
     EXPECT_TRUE(parent->aborted());
+}
+
+/// A variable of the stand-in (found by dlsym), -2 when it is not found.
+int standin_int(const char* name) {
+    const void* found = standin() != nullptr ? dlsym(standin(), name) : nullptr;
+    return found != nullptr ? *static_cast<const int*>(found) : -2;
+}
+
+TEST_F(NcclSplit, DataCallsGoToABlockingLauncherSharingTheCommunicatorsResources) {
+    parent->add_launcher(0, deadline_after(10), [](ddp_status, const std::string& message) { ADD_FAILURE() << message; });
+    EXPECT_EQ(parent->get(), reinterpret_cast<ncclComm_t>(dlsym(standin(), "standin_split_comm")));
+    EXPECT_EQ(standin_int("standin_split_blocking"), 1) << "NCCL launches a blocking communicator's calls in place";
+    EXPECT_EQ(standin_int("standin_split_share"), 1) << "the launcher must share the abort flag";
+    const int aborts = abort_count(), split_aborts = split_abort_count();
+    bool ran = false;
+    parent->group([&] { ran = true; }, deadline_after(10), "a group");
+    EXPECT_TRUE(ran);
+    parent->abort();
+    EXPECT_EQ(abort_count(), aborts + 2) << "the communicator and its launcher";
+    EXPECT_EQ(split_abort_count(), split_aborts + 1);
+}
+
+TEST_F(NcclSplit, AnAbortEndsALaunchThatNcclBlocksIn) {
+    parent->add_launcher(0, deadline_after(10), [](ddp_status, const std::string& message) { ADD_FAILURE() << message; });
+    setenv("NCCL_STANDIN_MODE", "launch_blocks", 1);
+    const int split_aborts = split_abort_count();
+    std::thread aborter([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        parent->abort();  // from another thread, as the watchdog does, while the launch holds its lock
+    });
+    const std::string message =
+        error_of([&] { parent->group([] {}, deadline_after(10), "ncclGroupEnd after a test's calls"); },
+                 DDP_ERR_BACKEND);
+    aborter.join();
+    EXPECT_NE(message.find("ncclGroupEnd after a test's calls failed"), std::string::npos) << message;
+    EXPECT_NE(message.find("the launch ended on the abort flag"), std::string::npos) << message;
+    EXPECT_TRUE(parent->aborted());
+    EXPECT_EQ(split_abort_count(), split_aborts + 1) << "the launcher is aborted once its launch has returned";
 }
 
 // Run by itself (meson's nccl_control_without_split): a process keeps the first NCCL it loads.

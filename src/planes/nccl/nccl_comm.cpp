@@ -60,53 +60,75 @@ NcclComm::NcclComm(const NcclLibrary& nccl, ControlChannel& host, HostPlane& dat
 
 std::unique_ptr<NcclComm> NcclComm::split(NcclComm& parent, int color, int key, Clock::time_point deadline,
                                           const Failing& failing) {
-    const NcclLibrary& nccl = parent.nccl_;
-    if (nccl.comm_split == nullptr)
-        fail(DDP_ERR_UNSUPPORTED, nccl.path + " is NCCL " + nccl.version_text() +
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // polled against the deadline
+    ncclComm_t made = parent.split_with(color, key, config, deadline, failing);
+    return made != nullptr ? std::make_unique<NcclComm>(Adopt{}, parent.nccl_, made) : nullptr;
+}
+
+void NcclComm::add_launcher(int rank, Clock::time_point deadline, const Failing& failing) {
+    if (nccl_.comm_split == nullptr) return;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 1;    // launches on the caller's thread
+    config.splitShare = 1;  // the same buffers and connections, and the same abort flag
+    launcher_ = split_with(0, rank, config, deadline, failing);
+}
+
+ncclComm_t NcclComm::split_with(int color, int key, ncclConfig_t config, Clock::time_point deadline,
+                                const Failing& failing) {
+    if (nccl_.comm_split == nullptr)
+        fail(DDP_ERR_UNSUPPORTED, nccl_.path + " is NCCL " + nccl_.version_text() +
                                       ", which has no ncclCommSplit (NCCL 2.18.1 added it): ddp_comm_split on the "
                                       "nccl backend needs it (set DDP_NCCL_LIBRARY to a newer libnccl.so.2, e.g. "
                                       "from the nvidia-nccl-cu13 wheel, or use DDP_BACKEND=mpi)");
     const std::string where = "ncclCommSplit (color " + std::to_string(color) + ")";
-    // Non-blocking, NCCL stores the new handle here from its own thread when
-    // the split's job ends: `made` outlives the job, which ends at the
-    // latest when the parent is aborted.
+    // This communicator is non-blocking, so the split is too: NCCL stores
+    // the new handle here from its own thread when the split's job ends.
+    // `made` outlives the job, which ends at the latest when this
+    // communicator is aborted.
     ncclComm_t made = nullptr;
-    std::unique_ptr<NcclComm> child;
     auto give_up = [&](ddp_status status, const std::string& message) {
         failing(status, message);
-        parent.abort();
-        if (child)
-            child->abort();
-        else if (made != nullptr)
-            nccl.comm_abort(made);  // returned as the parent's job ended
+        abort();
+        if (made != nullptr) nccl_.comm_abort(made);  // returned as the parent's job ended (NCCL's docs: abort it too)
         fail(status, message);
     };
     const std::string stuck = " (a peer is stuck or gone, or NCCL cannot connect the ranks: NCCL_DEBUG=INFO tells "
                               "more); NCCL was aborted";
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;  // polled against the deadline below
     ncclResult_t started;
     {
-        std::lock_guard lock(parent.mutex_);
-        if (parent.aborted())
-            fail(DDP_ERR_TIMEOUT, "ncclCommSplit: NCCL was aborted earlier; the communicator is unusable");
-        started = nccl.comm_split(parent.comm_, color >= 0 ? color : NCCL_SPLIT_NOCOLOR, key, &made, &config);
+        std::lock_guard lock(mutex_);
+        if (aborted()) fail(DDP_ERR_TIMEOUT, "ncclCommSplit: NCCL was aborted earlier; the communicator is unusable");
+        started = nccl_.comm_split(comm_, color >= 0 ? color : NCCL_SPLIT_NOCOLOR, key, &made, &config);
     }
     if (started != ncclSuccess && started != ncclInProgress)
-        give_up(DDP_ERR_BACKEND, where + " failed: " + nccl.describe(started, parent.comm_));
-    // The parent is in progress until the job has stored the handle (or none).
+        give_up(DDP_ERR_BACKEND, where + " failed: " + nccl_.describe(started, comm_));
+    // This communicator is in progress until the job has stored the handle (or none).
     ncclResult_t state = ncclSuccess;
-    if (parent.settle(deadline, state) != Settled::done) give_up(DDP_ERR_TIMEOUT, where + " did not finish" + stuck);
-    if (state != ncclSuccess) give_up(DDP_ERR_BACKEND, where + " failed: " + nccl.describe(state, parent.comm_));
+    if (settle(deadline, state) != Settled::done) give_up(DDP_ERR_TIMEOUT, where + " did not finish" + stuck);
+    if (state != ncclSuccess) give_up(DDP_ERR_BACKEND, where + " failed: " + nccl_.describe(state, comm_));
     if (made == nullptr) return nullptr;  // no color: no communicator
-    child = std::make_unique<NcclComm>(Adopt{}, nccl, made);
-    if (child->settle(deadline, state) != Settled::done) give_up(DDP_ERR_TIMEOUT, where + " did not finish" + stuck);
-    if (state != ncclSuccess) give_up(DDP_ERR_BACKEND, where + " failed: " + nccl.describe(state, made));
-    return child;
+    // The new communicator may still be connecting (a non-blocking one).
+    for (;;) {
+        const ncclResult_t asked = nccl_.comm_get_async_error(made, &state);
+        if (asked != ncclSuccess) state = asked;
+        if (state != ncclInProgress) break;
+        if (Clock::now() > deadline) give_up(DDP_ERR_TIMEOUT, where + " did not finish" + stuck);
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (state != ncclSuccess) give_up(DDP_ERR_BACKEND, where + " failed: " + nccl_.describe(state, made));
+    return made;
 }
 
 NcclComm::~NcclComm() {
     if (comm_ == nullptr || aborted()) return;
+    // A blocking launcher cannot be finalized against a deadline (NCCL may
+    // wait for peers there); its work has finished by now (the plane drains
+    // it first), so both are released at once.
+    if (launcher_ != nullptr) {
+        abort();
+        return;
+    }
     ncclResult_t state = ncclSuccess;
     ncclResult_t finalized;
     {
@@ -148,9 +170,9 @@ void NcclComm::check(ncclResult_t result, const char* what) const {
 
 void NcclComm::group(const std::function<void()>& body, Clock::time_point deadline, const char* what) {
     {
-        // Held while enqueueing (short: the communicator is non-blocking), so
-        // that no other thread aborts NCCL under the calls.
-        std::lock_guard lock(mutex_);
+        // Held while enqueueing, so that no other thread aborts NCCL under
+        // the calls (an abort raises the launcher's flag through comm_ first).
+        std::lock_guard lock(launcher_ != nullptr ? launch_mutex_ : mutex_);
         if (aborted())
             fail(DDP_ERR_TIMEOUT, std::string(what) + ": NCCL was aborted earlier; the communicator is unusable");
         check(nccl_.group_start(), "ncclGroupStart");
@@ -162,6 +184,7 @@ void NcclComm::group(const std::function<void()>& body, Clock::time_point deadli
         }
         check(nccl_.group_end(), what);
     }
+    if (launcher_ != nullptr) return;  // blocking: ncclGroupEnd returned once the calls were launched
     ncclResult_t state = ncclSuccess;
     switch (settle(deadline, state)) {
     case Settled::done: break;
@@ -175,18 +198,33 @@ void NcclComm::group(const std::function<void()>& body, Clock::time_point deadli
 }
 
 std::optional<std::string> NcclComm::async_error() const {
-    std::lock_guard lock(mutex_);
-    if (aborted()) return std::nullopt;
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t asked = nccl_.comm_get_async_error(comm_, &state);
-    if (asked != ncclSuccess) return "ncclCommGetAsyncError failed: " + nccl_.describe(asked, comm_);
-    if (state == ncclSuccess || state == ncclInProgress) return std::nullopt;
-    return nccl_.describe(state, comm_);
+    auto error_of = [this](ncclComm_t comm) -> std::optional<std::string> {
+        ncclResult_t state = ncclSuccess;
+        const ncclResult_t asked = nccl_.comm_get_async_error(comm, &state);
+        if (asked != ncclSuccess) return "ncclCommGetAsyncError failed: " + nccl_.describe(asked, comm);
+        if (state == ncclSuccess || state == ncclInProgress) return std::nullopt;
+        return nccl_.describe(state, comm);
+    };
+    {
+        std::lock_guard lock(mutex_);
+        if (aborted()) return std::nullopt;
+        if (std::optional<std::string> error = error_of(comm_)) return error;
+    }
+    // Asked again on the next poll while a caller launches on it.
+    std::unique_lock lock(launch_mutex_, std::try_to_lock);
+    if (!lock.owns_lock() || launcher_ == nullptr || aborted()) return std::nullopt;
+    return error_of(launcher_);
 }
 
 void NcclComm::abort() {
-    std::lock_guard lock(mutex_);
-    if (comm_ != nullptr && !aborted_.exchange(true, std::memory_order_acq_rel)) nccl_.comm_abort(comm_);
+    if (comm_ == nullptr || aborted_.exchange(true, std::memory_order_acq_rel)) return;
+    {
+        std::lock_guard lock(mutex_);
+        nccl_.comm_abort(comm_);  // raises the flag it shares with the launcher
+    }
+    if (launcher_ == nullptr) return;
+    std::lock_guard lock(launch_mutex_);  // a launch in progress has ended on the flag
+    nccl_.comm_abort(launcher_);
 }
 
 }  // namespace ddp

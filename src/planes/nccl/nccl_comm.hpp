@@ -2,8 +2,16 @@
 // (ncclCommInitRankConfig with blocking = 0, polled), its unique id created
 // by rank 0 alone and sent over libddp's own host channel; aborted from any
 // thread; destroyed in bounded time. NCCL forbids concurrent calls on one
-// communicator, so every call on it holds one mutex (the enqueueing of a
+// communicator, so every call on it holds its mutex (the enqueueing of a
 // group, each poll, the abort).
+//
+// Data calls go to a launcher where NCCL has ncclCommSplit: a blocking split
+// of the communicator, sharing its resources and its abort flag. On a
+// non-blocking communicator NCCL launches every group from a new thread of
+// its own (about 100 us a call on an H200, docs/gpu.md); a blocking one
+// launches on the caller's thread. Aborting the set-up communicator raises
+// the shared flag, which ends a launch that NCCL blocks in, so an abort
+// never waits for one.
 #pragma once
 
 #include <atomic>
@@ -45,11 +53,16 @@ public:
     NcclComm(const NcclComm&) = delete;
     NcclComm& operator=(const NcclComm&) = delete;
 
-    ncclComm_t get() const { return comm_; }
+    /// Makes the launcher (above); collective over the ranks, polled until
+    /// `deadline`. Without ncclCommSplit (NCCL < 2.18.1) data calls stay on
+    /// the non-blocking communicator. Fails as split does.
+    void add_launcher(int rank, Clock::time_point deadline, const Failing& failing);
+    /// The communicator that takes data calls (inside group()'s body).
+    ncclComm_t get() const { return launcher_ != nullptr ? launcher_ : comm_; }
     const NcclLibrary& library() const { return nccl_; }
 
-    /// Enqueues `body`'s NCCL calls as one group and waits (until
-    /// `deadline`) for a non-blocking communicator to accept them. On a
+    /// Enqueues `body`'s NCCL calls as one group and, on a non-blocking
+    /// communicator, waits (until `deadline`) for NCCL to accept them. On a
     /// failure the caller aborts NCCL (after failing the work it watches).
     void group(const std::function<void()>& body, Clock::time_point deadline, const char* what);
     /// Throws DDP_ERR_BACKEND naming `what` when an NCCL call failed.
@@ -71,10 +84,17 @@ private:
     /// Polls until the communicator has nothing in progress (its state in
     /// `state`), the deadline passes, or another thread aborts it.
     Settled settle(Clock::time_point deadline, ncclResult_t& state) const;
+    /// ncclCommSplit of this communicator with `config`, polled until
+    /// `deadline`: the new handle (nullptr for no color). On a failure,
+    /// `failing`, then this communicator and the new one are aborted.
+    ncclComm_t split_with(int color, int key, ncclConfig_t config, Clock::time_point deadline,
+                          const Failing& failing);
 
     const NcclLibrary& nccl_;
     ncclComm_t comm_ = nullptr;
-    mutable std::mutex mutex_;
+    mutable std::mutex mutex_;  // every call on comm_
+    ncclComm_t launcher_ = nullptr;  // set once, before any data call
+    mutable std::mutex launch_mutex_;  // every call on launcher_
     std::atomic<bool> aborted_{false};
 };
 

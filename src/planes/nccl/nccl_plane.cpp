@@ -93,9 +93,11 @@ public:
         std::unique_ptr<NcclComm> comm;
         try {
             // Watched work fails before NCCL is aborted (aborted kernels end as if they had finished).
-            comm = NcclComm::split(*comm_, color, key, deadline, [this](ddp_status status, const std::string& message) {
+            const NcclComm::Failing failing = [this](ddp_status status, const std::string& message) {
                 watchdog_->fail_all(status, message);
-            });
+            };
+            comm = NcclComm::split(*comm_, color, key, deadline, failing);
+            if (comm) comm->add_launcher(sub->rank(), deadline, failing);
         } catch (const Error& error) {
             if (error.status() == DDP_ERR_UNSUPPORTED) throw;  // no NCCL call was made: the parent is intact
             // Peers may still be inside the split on the parent: break it (it tells its peers).
@@ -332,6 +334,7 @@ std::unique_ptr<DevicePlane> make_nccl_plane(Transport& host, const cuda::GpuAss
         CallContext context = control.begin(CollectiveKind::barrier, 0);
         try {
             comm = std::make_unique<NcclComm>(nccl, host.channel(), *host.host_planes().front(), control, context);
+            comm->add_launcher(host.channel().rank(), context.deadline, [](ddp_status, const std::string&) {});
         } catch (const Error& error) {
             setup_error = error;
         }
