@@ -57,11 +57,14 @@ double time_median(int runs, const std::function<void()>& body) {
 
 double bus_gbs(double bytes, double seconds) { return 2.0 * (size - 1) / size * bytes / seconds / 1e9; }
 
+/// A CSV field: quoted, since names such as "libddp, separate tensors" hold commas.
+std::string quoted(const std::string& text) { return '"' + text + '"'; }
+
 void row(const std::string& which, const std::string& what, const std::string& strategy, double seconds,
          double reference, double bytes) {
     if (rank == 0)
-        std::printf("%s,%s,%s,%.6g,%.3f,%.2f\n", which.c_str(), what.c_str(), strategy.c_str(), seconds,
-                    seconds / reference, bus_gbs(bytes, seconds));
+        std::printf("%s,%s,%s,%.6g,%.3f,%.2f\n", quoted(which).c_str(), quoted(what).c_str(), quoted(strategy).c_str(),
+                    seconds, seconds / reference, bus_gbs(bytes, seconds));
 }
 
 std::vector<int64_t> read_model(const std::string& path) {
