@@ -58,7 +58,7 @@ pub enum Backend {
     Nccl,
 }
 
-/// Settings for [`Comm::init_with`].
+/// Settings for [`Comm::init_with`] and [`Comm::init_local_with`].
 ///
 /// ```
 /// let opts = ddp::InitOptions { backend: ddp::Backend::Self_, ..Default::default() };
@@ -82,6 +82,31 @@ pub struct InitOptions {
     pub timeout: Option<Duration>,
     /// The last-resort hang watchdog; default [`HangWatchdog::FromEnvironment`].
     pub hang_watchdog: HangWatchdog,
+}
+
+impl InitOptions {
+    /// These settings as the C struct (`ddp_init_options`).
+    fn raw(&self) -> Result<ddp_init_options> {
+        // SAFETY: zeroed is valid; _init fills the struct as this crate sees it.
+        let mut opts: ddp_init_options = unsafe { std::mem::zeroed() };
+        check(unsafe { ddp_sys::ddp_init_options_init(&mut opts, size_of::<ddp_init_options>() as u32) })?;
+        opts.backend = match self.backend {
+            Backend::Auto => ddp_backend::DDP_BACKEND_AUTO,
+            Backend::Self_ => ddp_backend::DDP_BACKEND_SELF,
+            Backend::Mpi => ddp_backend::DDP_BACKEND_MPI,
+            Backend::Nccl => ddp_backend::DDP_BACKEND_NCCL,
+        };
+        opts.mpi_comm_fortran = self.mpi_comm_fortran.unwrap_or(ddp_sys::DDP_NO_MPI_COMM);
+        opts.timeout_s = self.timeout.map_or(0.0, |timeout| timeout.as_secs_f64());
+        // As in C: 0 is the default, < 0 off. A Duration is always finite and
+        // >= 0, so libddp's rule for the value (finite) always holds.
+        opts.hang_watchdog_s = match self.hang_watchdog {
+            HangWatchdog::FromEnvironment => 0.0,
+            HangWatchdog::Off => -1.0,
+            HangWatchdog::After(grace) => grace.as_secs_f64(),
+        };
+        Ok(opts)
+    }
 }
 
 /// The hang watchdog ends the process, with one line naming the call, when a
@@ -175,24 +200,7 @@ impl Comm {
 
     /// Starts the process group with `options`. Collective.
     pub fn init_with(options: &InitOptions) -> Result<Comm> {
-        // SAFETY: zeroed is valid; _init fills the struct as this crate sees it.
-        let mut opts: ddp_init_options = unsafe { std::mem::zeroed() };
-        check(unsafe { ddp_sys::ddp_init_options_init(&mut opts, size_of::<ddp_init_options>() as u32) })?;
-        opts.backend = match options.backend {
-            Backend::Auto => ddp_backend::DDP_BACKEND_AUTO,
-            Backend::Self_ => ddp_backend::DDP_BACKEND_SELF,
-            Backend::Mpi => ddp_backend::DDP_BACKEND_MPI,
-            Backend::Nccl => ddp_backend::DDP_BACKEND_NCCL,
-        };
-        opts.mpi_comm_fortran = options.mpi_comm_fortran.unwrap_or(ddp_sys::DDP_NO_MPI_COMM);
-        opts.timeout_s = options.timeout.map_or(0.0, |timeout| timeout.as_secs_f64());
-        // As in C: 0 is the default, < 0 off. A Duration is always finite and
-        // >= 0, so libddp's rule for the value (finite) always holds.
-        opts.hang_watchdog_s = match options.hang_watchdog {
-            HangWatchdog::FromEnvironment => 0.0,
-            HangWatchdog::Off => -1.0,
-            HangWatchdog::After(grace) => grace.as_secs_f64(),
-        };
+        let opts = options.raw()?;
         crate::logging::route_if_logger_installed();
         let mut raw = ptr::null_mut();
         check(unsafe { ddp_sys::ddp_init(&opts, &mut raw) })?;
@@ -202,6 +210,67 @@ impl Comm {
             unsafe { ddp_sys::ddp_finalize(raw) };
         }
         comm
+    }
+
+    /// Starts `n` ranks of one group inside this process (experimental; host
+    /// memory so far) and returns them, rank i at index i: for a program
+    /// that drives several replicas from threads, without a launcher or MPI
+    /// (Conflux.jl's way). Move each [`Comm`] to the thread that uses it;
+    /// a collective completes once every rank has called it, and what holds
+    /// across processes holds between the threads (a thread passing another
+    /// list fails every rank with [`crate::ErrorKind::Mismatch`], a thread
+    /// that never calls is named in its peers' timeout). Dropping a rank
+    /// finalizes it without waiting for its peers; a peer's later call fails
+    /// naming it. Local: starts no MPI.
+    ///
+    /// ```
+    /// let comms = ddp::Comm::init_local(2)?;
+    /// let sums: Vec<f32> = std::thread::scope(|threads| {
+    ///     let ranks: Vec<_> = comms
+    ///         .into_iter()
+    ///         .map(|comm| {
+    ///             threads.spawn(move || {
+    ///                 let mut grads = vec![comm.rank() as f32 + 1.0; 4];
+    ///                 comm.allreduce(&mut [&mut grads], ddp::Op::Sum).map(|()| grads[0])
+    ///             })
+    ///         })
+    ///         .collect();
+    ///     ranks.into_iter().map(|rank| rank.join().unwrap()).collect::<ddp::Result<_>>()
+    /// })?;
+    /// assert_eq!(sums, [3.0, 3.0]);
+    /// # Ok::<(), ddp::Error>(())
+    /// ```
+    pub fn init_local(n: usize) -> Result<Vec<Comm>> {
+        Self::init_local_with(n, &InitOptions::default())
+    }
+
+    /// [`Comm::init_local`] with `options`: `timeout` and `hang_watchdog`
+    /// apply; a backend other than `Auto` or an MPI communicator is refused
+    /// (the group has its own transport).
+    pub fn init_local_with(n: usize, options: &InitOptions) -> Result<Vec<Comm>> {
+        let opts = options.raw()?;
+        crate::logging::route_if_logger_installed();
+        let count = i32::try_from(n)
+            .map_err(|_| Error::invalid_argument(&format!("n is {n}; a local group has 1 to 4096 ranks")))?;
+        // libddp names an n it refuses (0, or over its limit) itself and
+        // writes no handle then: room for at least one.
+        let mut raw = vec![ptr::null_mut(); n.max(1)];
+        check(unsafe { ddp_sys::ddp_init_local(count, ptr::null(), &opts, raw.as_mut_ptr()) })?;
+        let mut comms = Vec::with_capacity(n);
+        for &handle in &raw {
+            // SAFETY: live communicators from ddp_init_local; on an error every
+            // handle not yet in a Comm is finalized, and the Comms drop theirs.
+            match unsafe { Self::from_live(handle) } {
+                Ok(comm) => comms.push(comm),
+                Err(error) => {
+                    for &left in &raw[comms.len()..] {
+                        unsafe { ddp_sys::ddp_finalize(left) };
+                    }
+                    return Err(error);
+                }
+            }
+        }
+        Ok(comms)
     }
 
     /// Asks a live communicator the values a `Comm` keeps.
