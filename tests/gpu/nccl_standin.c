@@ -15,8 +15,9 @@
  * aborted), "split_fails" (the new communicator reports an error),
  * "split_refused" (ncclCommSplit itself returns an error), "launch_blocks"
  * (ncclGroupEnd waits, as a blocking communicator's launch can, until the
- * set-up communicator is aborted: with splitShare its abort flag is the
- * split's too, and the launch then fails).
+ * abort flag is raised: the split's own abort, or the set-up communicator's
+ * when that was made with splitShare, as NCCL shares the flag only then;
+ * it gives up after 3 s, so that a test of it ends).
  *
  * ncclCommSplit behaves as NCCL's non-blocking split does: it returns
  * ncclInProgress with the new handle still NULL, and a thread of its own
@@ -44,7 +45,9 @@ int standin_abort_count(void) { return aborts; }
 /* The handle ncclCommSplit gives, told apart from setup's (and found by the tests). */
 int standin_split_comm = 0;
 static int split_aborts = 0;
-/* The config of the last ncclCommSplit (-1: none yet); for the tests. */
+/* The configs of the last setup and split (-1: none yet); for the tests. */
+int standin_init_share = -1;
+static atomic_int split_comm_aborted = 0;
 int standin_split_blocking = -1;
 int standin_split_share = -1;
 
@@ -103,9 +106,11 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
 
 #ifndef STANDIN_WITHOUT_INIT_CONFIG
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
-    (void)nranks, (void)id, (void)rank, (void)config;
+    (void)nranks, (void)id, (void)rank;
+    standin_init_share = config->splitShare;
     polls = 0;
     atomic_store(&parent_aborted, 0);
+    atomic_store(&split_comm_aborted, 0);
     *comm = (ncclComm_t)(&aborts); /* any non-null handle */
     return strcmp(mode(), "ok") == 0 || strcmp(mode(), "async_error") == 0 ? ncclSuccess : ncclInProgress;
 }
@@ -148,6 +153,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
         return ncclInvalidUsage;
     }
     join_split_job();
+    atomic_store(&split_comm_aborted, 0);
     *newcomm = NULL;
     split_out = newcomm;
     split_color = color;
@@ -167,6 +173,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (comm == (ncclComm_t)(&standin_split_comm)) {
         ++split_aborts;
+        atomic_store(&split_comm_aborted, 1);
     } else {
         atomic_store(&parent_aborted, 1); /* ends the split's job, which stores its handle */
         join_split_job();
@@ -194,8 +201,14 @@ const char* ncclGetLastError(ncclComm_t comm) {
 ncclResult_t ncclGroupStart(void) { return ncclSuccess; }
 ncclResult_t ncclGroupEnd(void) {
     if (strcmp(mode(), "launch_blocks") != 0) return ncclSuccess;
-    while (!atomic_load(&parent_aborted)) pause_ms(1);
-    strcpy(last_error, "stand-in: the launch ended on the abort flag");
+    for (int waited = 0; waited < 3000; ++waited) {
+        if ((atomic_load(&parent_aborted) && standin_init_share == 1) || atomic_load(&split_comm_aborted)) {
+            strcpy(last_error, "stand-in: the launch ended on the abort flag");
+            return ncclInternalError;
+        }
+        pause_ms(1);
+    }
+    strcpy(last_error, "stand-in: no abort flag ended the launch in 3 s");
     return ncclInternalError;
 }
 

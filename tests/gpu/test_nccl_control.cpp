@@ -278,7 +278,8 @@ TEST_F(NcclSplit, DataCallsGoToABlockingLauncherSharingTheCommunicatorsResources
     parent->add_launcher(0, deadline_after(10), [](ddp_status, const std::string& message) { ADD_FAILURE() << message; });
     EXPECT_EQ(parent->get(), reinterpret_cast<ncclComm_t>(dlsym(standin(), "standin_split_comm")));
     EXPECT_EQ(standin_int("standin_split_blocking"), 1) << "NCCL launches a blocking communicator's calls in place";
-    EXPECT_EQ(standin_int("standin_split_share"), 1) << "the launcher must share the abort flag";
+    EXPECT_EQ(standin_int("standin_init_share"), 1)
+        << "NCCL shares the abort flag with a split only when the parent was made with splitShare";
     const int aborts = abort_count(), split_aborts = split_abort_count();
     bool ran = false;
     parent->group([&] { ran = true; }, deadline_after(10), "a group");
@@ -288,22 +289,39 @@ TEST_F(NcclSplit, DataCallsGoToABlockingLauncherSharingTheCommunicatorsResources
     EXPECT_EQ(split_abort_count(), split_aborts + 1);
 }
 
-TEST_F(NcclSplit, AnAbortEndsALaunchThatNcclBlocksIn) {
+TEST_F(NcclSplit, ALaunchThatNcclBlocksInIsOverdueAtItsDeadlineAndEndsOnAnAbort) {
     parent->add_launcher(0, deadline_after(10), [](ddp_status, const std::string& message) { ADD_FAILURE() << message; });
     setenv("NCCL_STANDIN_MODE", "launch_blocks", 1);
     const int split_aborts = split_abort_count();
-    std::thread aborter([&] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        parent->abort();  // from another thread, as the watchdog does, while the launch holds its lock
+    EXPECT_FALSE(parent->launch_overdue());
+    std::thread watchdog([&] {
+        // As the watchdog: sees the launch overdue, then aborts while the launch holds its lock.
+        const auto give_up = deadline_after(2);
+        while (!parent->launch_overdue() && Clock::now() < give_up)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        EXPECT_TRUE(parent->launch_overdue());
+        parent->abort();
     });
+    const auto start = Clock::now();
     const std::string message =
-        error_of([&] { parent->group([] {}, deadline_after(10), "ncclGroupEnd after a test's calls"); },
+        error_of([&] { parent->group([] {}, deadline_after(0.2), "ncclGroupEnd after a test's calls"); },
                  DDP_ERR_BACKEND);
-    aborter.join();
+    const double took = std::chrono::duration<double>(Clock::now() - start).count();
+    watchdog.join();
+    EXPECT_GE(took, 0.19);
+    EXPECT_LT(took, 2.5) << "the abort did not end the launch";
+    EXPECT_FALSE(parent->launch_overdue()) << "no launch is in progress";
     EXPECT_NE(message.find("ncclGroupEnd after a test's calls failed"), std::string::npos) << message;
     EXPECT_NE(message.find("the launch ended on the abort flag"), std::string::npos) << message;
     EXPECT_TRUE(parent->aborted());
     EXPECT_EQ(split_abort_count(), split_aborts + 1) << "the launcher is aborted once its launch has returned";
+}
+
+TEST_F(NcclSplit, AHealthyTeardownFinalizesTheLauncherWithoutAborting) {
+    parent->add_launcher(0, deadline_after(10), [](ddp_status, const std::string& message) { ADD_FAILURE() << message; });
+    const int aborts = abort_count();
+    parent.reset();
+    EXPECT_EQ(abort_count(), aborts) << "finalized and destroyed, not aborted";
 }
 
 // Run by itself (meson's nccl_control_without_split): a process keeps the first NCCL it loads.

@@ -13,6 +13,20 @@ constexpr double destroy_wait_s = 10;
 // Polls of a non-blocking communicator spin this long, then sleep between tests.
 constexpr auto hot_poll = std::chrono::microseconds(200);
 
+/// A blocking launch's deadline in `slot` while it lasts (0: none), for the watchdog.
+class LaunchDeadline {
+public:
+    LaunchDeadline(std::atomic<Clock::rep>& slot, Clock::time_point deadline) : slot_(slot) {
+        if (deadline != Clock::time_point{}) slot_.store(deadline.time_since_epoch().count(), std::memory_order_release);
+    }
+    ~LaunchDeadline() { slot_.store(0, std::memory_order_release); }
+    LaunchDeadline(const LaunchDeadline&) = delete;
+    LaunchDeadline& operator=(const LaunchDeadline&) = delete;
+
+private:
+    std::atomic<Clock::rep>& slot_;
+};
+
 /// What rank 0 sends every rank: whether it could create the id, and the id.
 struct UniqueIdMessage {
     uint64_t ok = 0;
@@ -35,7 +49,8 @@ NcclComm::NcclComm(const NcclLibrary& nccl, ControlChannel& host, HostPlane& dat
                                                : "rank 0 could not create the NCCL unique id (its ddp_init says why)");
 
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;  // setup is polled against the deadline below
+    config.blocking = 0;    // setup is polled against the deadline below
+    config.splitShare = 1;  // its splits (the launcher) share its resources and abort flag
     const ncclResult_t started = nccl.comm_init_rank_config(&comm_, host.size(), message.id, host.rank(), &config);
     if (started != ncclSuccess && started != ncclInProgress) {
         const std::string reason = nccl.describe(started, comm_);
@@ -61,27 +76,29 @@ NcclComm::NcclComm(const NcclLibrary& nccl, ControlChannel& host, HostPlane& dat
 std::unique_ptr<NcclComm> NcclComm::split(NcclComm& parent, int color, int key, Clock::time_point deadline,
                                           const Failing& failing) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;  // polled against the deadline
-    ncclComm_t made = parent.split_with(color, key, config, deadline, failing);
+    config.blocking = 0;    // polled against the deadline
+    config.splitShare = 1;  // as the parent: its launcher shares its abort flag
+    ncclComm_t made = parent.split_with(color, key, config, deadline, failing,
+                                        "ncclCommSplit (color " + std::to_string(color) + ")");
     return made != nullptr ? std::make_unique<NcclComm>(Adopt{}, parent.nccl_, made) : nullptr;
 }
 
 void NcclComm::add_launcher(int rank, Clock::time_point deadline, const Failing& failing) {
     if (nccl_.comm_split == nullptr) return;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 1;    // launches on the caller's thread
-    config.splitShare = 1;  // the same buffers and connections, and the same abort flag
-    launcher_ = split_with(0, rank, config, deadline, failing);
+    config.blocking = 1;  // launches on the caller's thread
+    // Shares this communicator's buffers, connections and abort flag: NCCL
+    // takes that from this one's config (splitShare, set where it was made).
+    launcher_ = split_with(0, rank, config, deadline, failing, "making the NCCL launcher (ncclCommSplit)");
 }
 
 ncclComm_t NcclComm::split_with(int color, int key, ncclConfig_t config, Clock::time_point deadline,
-                                const Failing& failing) {
+                                const Failing& failing, const std::string& where) {
     if (nccl_.comm_split == nullptr)
         fail(DDP_ERR_UNSUPPORTED, nccl_.path + " is NCCL " + nccl_.version_text() +
                                       ", which has no ncclCommSplit (NCCL 2.18.1 added it): ddp_comm_split on the "
                                       "nccl backend needs it (set DDP_NCCL_LIBRARY to a newer libnccl.so.2, e.g. "
                                       "from the nvidia-nccl-cu13 wheel, or use DDP_BACKEND=mpi)");
-    const std::string where = "ncclCommSplit (color " + std::to_string(color) + ")";
     // This communicator is non-blocking, so the split is too: NCCL stores
     // the new handle here from its own thread when the split's job ends.
     // `made` outlives the job, which ends at the latest when this
@@ -98,7 +115,7 @@ ncclComm_t NcclComm::split_with(int color, int key, ncclConfig_t config, Clock::
     ncclResult_t started;
     {
         std::lock_guard lock(mutex_);
-        if (aborted()) fail(DDP_ERR_TIMEOUT, "ncclCommSplit: NCCL was aborted earlier; the communicator is unusable");
+        if (aborted()) fail(DDP_ERR_TIMEOUT, where + ": NCCL was aborted earlier; the communicator is unusable");
         started = nccl_.comm_split(comm_, color >= 0 ? color : NCCL_SPLIT_NOCOLOR, key, &made, &config);
     }
     if (started != ncclSuccess && started != ncclInProgress)
@@ -122,10 +139,7 @@ ncclComm_t NcclComm::split_with(int color, int key, ncclConfig_t config, Clock::
 
 NcclComm::~NcclComm() {
     if (comm_ == nullptr || aborted()) return;
-    // A blocking launcher cannot be finalized against a deadline (NCCL may
-    // wait for peers there); its work has finished by now (the plane drains
-    // it first), so both are released at once.
-    if (launcher_ != nullptr) {
+    if (launcher_ != nullptr && !finish_launcher()) {
         abort();
         return;
     }
@@ -142,6 +156,27 @@ NcclComm::~NcclComm() {
         return;
     }
     abort();
+}
+
+bool NcclComm::finish_launcher() {
+    // Blocking: NCCL returns once the launcher's operations are flushed, on a
+    // thread of its own here, so that the wait has a bound. Past it, an abort
+    // raises the shared flag, which ends the finalize.
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    std::thread finishing([this, finished] {
+        std::lock_guard lock(launch_mutex_);
+        if (nccl_.comm_finalize(launcher_) == ncclSuccess && !aborted()) {
+            nccl_.comm_destroy(launcher_);
+            launcher_ = nullptr;
+            finished->store(true, std::memory_order_release);
+        }
+    });
+    const auto deadline = deadline_after(destroy_wait_s);
+    while (!finished->load(std::memory_order_acquire) && Clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!finished->load(std::memory_order_acquire)) abort();  // ends the finalize on the shared flag
+    finishing.join();
+    return finished->load(std::memory_order_acquire);
 }
 
 NcclComm::Settled NcclComm::settle(Clock::time_point deadline, ncclResult_t& state) const {
@@ -173,6 +208,8 @@ void NcclComm::group(const std::function<void()>& body, Clock::time_point deadli
         // Held while enqueueing, so that no other thread aborts NCCL under
         // the calls (an abort raises the launcher's flag through comm_ first).
         std::lock_guard lock(launcher_ != nullptr ? launch_mutex_ : mutex_);
+        // A blocking launch has no deadline of its own: the watchdog reads this one.
+        const LaunchDeadline watched(launch_deadline_, launcher_ != nullptr ? deadline : Clock::time_point{});
         if (aborted())
             fail(DDP_ERR_TIMEOUT, std::string(what) + ": NCCL was aborted earlier; the communicator is unusable");
         check(nccl_.group_start(), "ncclGroupStart");
@@ -217,14 +254,19 @@ std::optional<std::string> NcclComm::async_error() const {
 }
 
 void NcclComm::abort() {
+    std::lock_guard serial(abort_mutex_);  // a second caller returns once NCCL is aborted
     if (comm_ == nullptr || aborted_.exchange(true, std::memory_order_acq_rel)) return;
     {
         std::lock_guard lock(mutex_);
         nccl_.comm_abort(comm_);  // raises the flag it shares with the launcher
     }
-    if (launcher_ == nullptr) return;
-    std::lock_guard lock(launch_mutex_);  // a launch in progress has ended on the flag
-    nccl_.comm_abort(launcher_);
+    std::lock_guard lock(launch_mutex_);  // a launch or finalize in progress has ended on the flag
+    if (launcher_ != nullptr) nccl_.comm_abort(launcher_);
+}
+
+bool NcclComm::launch_overdue() const {
+    const Clock::rep deadline = launch_deadline_.load(std::memory_order_acquire);
+    return deadline != 0 && Clock::now().time_since_epoch().count() > deadline;
 }
 
 }  // namespace ddp

@@ -6,12 +6,15 @@
 // group, each poll, the abort).
 //
 // Data calls go to a launcher where NCCL has ncclCommSplit: a blocking split
-// of the communicator, sharing its resources and its abort flag. On a
-// non-blocking communicator NCCL launches every group from a new thread of
-// its own (about 100 us a call on an H200, docs/gpu.md); a blocking one
+// of the communicator, sharing its resources and its abort flag (the
+// communicator is made with splitShare, so its other splits, ddp_comm_split's,
+// share them too: an abort of one fails the family, as NCCL's docs say). On
+// a non-blocking communicator NCCL launches every group from a new thread of
+// its own (about 130 us a call on an H200, docs/gpu.md); a blocking one
 // launches on the caller's thread. Aborting the set-up communicator raises
-// the shared flag, which ends a launch that NCCL blocks in, so an abort
-// never waits for one.
+// the shared flag, which ends a launch or finalize that NCCL blocks in, so
+// an abort never waits for one; a launch past its deadline is reported by
+// launch_overdue() for the watchdog to abort.
 #pragma once
 
 #include <atomic>
@@ -72,6 +75,8 @@ public:
     /// Aborts the communicator (idempotent, from any thread): every NCCL
     /// operation on it ends, and it is released without waiting for peers.
     void abort();
+    /// Whether a blocking launch has been in NCCL past its call's deadline.
+    bool launch_overdue() const;
     bool aborted() const { return aborted_.load(std::memory_order_acquire); }
 
 private:
@@ -85,16 +90,22 @@ private:
     /// `state`), the deadline passes, or another thread aborts it.
     Settled settle(Clock::time_point deadline, ncclResult_t& state) const;
     /// ncclCommSplit of this communicator with `config`, polled until
-    /// `deadline`: the new handle (nullptr for no color). On a failure,
-    /// `failing`, then this communicator and the new one are aborted.
+    /// `deadline`: the new handle (nullptr for no color). On a failure
+    /// (its message starts with `where`), `failing`, then this communicator
+    /// and the new one are aborted.
     ncclComm_t split_with(int color, int key, ncclConfig_t config, Clock::time_point deadline,
-                          const Failing& failing);
+                          const Failing& failing, const std::string& where);
+    /// Finalizes and destroys the launcher within destroy time; false (and
+    /// aborted) when it did not finish.
+    bool finish_launcher();
 
     const NcclLibrary& nccl_;
     ncclComm_t comm_ = nullptr;
     mutable std::mutex mutex_;  // every call on comm_
     ncclComm_t launcher_ = nullptr;  // set once, before any data call
     mutable std::mutex launch_mutex_;  // every call on launcher_
+    std::atomic<Clock::rep> launch_deadline_{0};  // of a blocking launch in progress; 0: none
+    std::mutex abort_mutex_;                      // abort() runs once, whole
     std::atomic<bool> aborted_{false};
 };
 

@@ -243,6 +243,10 @@ private:
     std::optional<Failure> known_failure() {
         if (std::optional<std::string> error = comm_->async_error())
             return Failure{DDP_ERR_BACKEND, "NCCL reported an error: " + *error};
+        if (comm_->launch_overdue())
+            return Failure{DDP_ERR_TIMEOUT, "NCCL did not return from launching a call within its timeout (a peer "
+                                            "is stuck or gone, or NCCL cannot connect the ranks: NCCL_DEBUG=INFO "
+                                            "tells more)"};
         const std::optional<AbortNotice> notice = channel_.abort_notice();
         if (notice && notice->reason != AbortNotice::Reason::finalizing)
             return Failure{DDP_ERR_TIMEOUT, "rank " + std::to_string(notice->from_rank) +
