@@ -43,13 +43,16 @@ void reject_invalid_call(Communicator& comm, CollectiveKind kind, double timeout
 
 void announce_binding_invalid_call(Communicator& comm, CollectiveKind kind, double timeout_s,
                                    std::string_view reason) {
-    comm.run([&] {
+    auto announce = [&comm, kind, timeout_s, reason = std::string(reason)] {
         try {
             announce_invalid_call(comm, kind, timeout_s, reason);
         } catch (const Error&) {
             // A broken communicator: the binding's own error is still the one to report.
         }
-    });
+    };
+    // Inside a group the peers' calls start only as the group runs, as for reject_invalid_call.
+    if (in_group()) return group_add(Request{comm.submit(announce)});
+    comm.run(announce);
 }
 
 }  // namespace ddp

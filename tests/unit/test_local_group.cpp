@@ -438,6 +438,28 @@ TEST(LocalGroupCalls, ABadCallInsideAGroupFailsItAtOnceAndItsPeersAtTheEnd) {
     for (ddp_comm* comm : comms) EXPECT_EQ(ddp_finalize(comm), DDP_OK) << ddp_last_error_message();
 }
 
+TEST(LocalGroupCalls, ABindingsReportInsideAGroupTakesPartAsTheGroupRuns) {
+    // A binding refusing one rank's arguments (ddp_report_invalid_call) while
+    // one thread drives every rank: it must not wait for peers not started yet.
+    std::vector<ddp_comm*> comms(3);
+    ASSERT_EQ(ddp_init_local(3, nullptr, nullptr, comms.data()), DDP_OK);
+    std::vector<std::vector<float>> replicas(3, std::vector<float>(100, 1));
+    const auto started = std::chrono::steady_clock::now();
+    ASSERT_EQ(ddp_group_start(), DDP_OK);
+    EXPECT_EQ(ddp_report_invalid_call(comms[0], "allreduce", "op :median is not an op", nullptr), DDP_OK);
+    for (int rank = 1; rank < 3; ++rank) {
+        ddp_tensor t = f32(replicas[static_cast<size_t>(rank)]);
+        EXPECT_EQ(ddp_allreduce_tensor_list(comms[static_cast<size_t>(rank)], &t, 1, DDP_OP_SUM, nullptr), DDP_OK);
+    }
+    EXPECT_EQ(ddp_group_end(), DDP_ERR_MISMATCH);
+    const std::string message = ddp_last_error_message();
+    EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
+    EXPECT_NE(message.find("op :median is not an op"), std::string::npos) << message;
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+    for (int rank = 1; rank < 3; ++rank) EXPECT_EQ(replicas[static_cast<size_t>(rank)][0], 1.0f) << "untouched";
+    for (ddp_comm* comm : comms) EXPECT_EQ(ddp_finalize(comm), DDP_OK) << ddp_last_error_message();
+}
+
 TEST(LocalGroupStart, BadArgumentsAreRefusedNamingThem) {
     ddp_comm* comms[2] = {nullptr, nullptr};
     EXPECT_EQ(ddp_init_local(0, nullptr, nullptr, comms), DDP_ERR_INVALID_ARGUMENT);

@@ -26,6 +26,7 @@ include("trees.jl")
 include("data.jl")
 include("printing.jl")
 include("timeline.jl")
+include("replicas.jl")
 
 export DDPError
 export local_rank, total_workers

@@ -1,0 +1,122 @@
+# Several ranks in one process (DDP.replicate, Conflux.jl's way), without a launcher:
+# scripts/run-julia-tests runs it outside mpirun, with a thread per replica:
+#     DDP_LIBRARY=build/src/libddp.so.0 JULIA_NUM_THREADS=3 julia --project=bindings/julia bindings/julia/test/local_group.jl
+# With DDP_TEST_RESULTS=FILE it writes one libtest line per test set to FILE.
+using Test
+using DDP
+using DDP: LibDDP
+
+const OUTCOMES = Pair{String, String}[]
+
+"""Runs `body` as a test set recorded under `name` in `OUTCOMES`."""
+function testset(body, name::AbstractString)
+    set = @testset "$name" begin
+        body()
+    end
+    counts = Test.get_test_counts(set)
+    bad = counts isa Tuple ? counts[2] + counts[3] + counts[6] + counts[7] :
+        counts.fails + counts.errors + counts.cumulative_fails + counts.cumulative_errors
+    push!(OUTCOMES, name => (bad == 0 ? "ok" : "FAILED"))
+end
+
+"""The error `f()` throws (`nothing` if none)."""
+function thrown(f)
+    try
+        f()
+        return nothing
+    catch error
+        return error
+    end
+end
+
+"""A model as Conflux's users keep one: a tree of arrays."""
+model() = (layer1 = (weight = zeros(Float32, 4, 3), bias = zeros(Float32, 4)), layer2 = zeros(Float64, 2))
+
+const TOP = Test.DefaultTestSet("DDP local groups, $(Threads.nthreads()) threads")
+Test.push_testset(TOP)
+
+testset("replicate gives each rank a copy of its own") do
+    r = DDP.replicate(model(), 3)
+    @test length(r) == 3
+    @test [DDP.local_rank(DDP.communicator(r, i)) for i in 1:3] == [0, 1, 2]
+    @test all(DDP.total_workers(DDP.communicator(r, i)) == 3 for i in 1:3)
+    r[1].layer1.weight .= 1
+    @test all(r[2].layer1.weight .== 0)  # deep copies
+    close(r)
+    @test !isopen(r)
+    @test close(r) === nothing
+end
+
+testset("allreduce! from one task reduces every replica's gradients") do
+    for n in (1, 2, 3, 4)
+        r = DDP.replicate(model(), n)
+        grads = [map(x -> fill!(similar(x), i), r[i].layer1) for i in 1:n]
+        steps = [fill(10 * i, 3) for i in 1:n]
+        allreduce!(:avg, r, grads...)
+        allreduce!(+, r, steps...)
+        mean = sum(1:n) / n
+        @test all(all(g.weight .== Float32(mean)) && all(g.bias .== Float32(mean)) for g in grads)
+        @test all(s == fill(10 * sum(1:n), 3) for s in steps)
+        close(r)
+    end
+end
+
+testset("synchronize! copies one replica into the others") do
+    r = DDP.replicate(model(), 3)
+    r[2].layer1.weight .= 7
+    r[2].layer2 .= -1
+    @test synchronize!(r; root = 2) === r
+    @test all(all(r[i].layer1.weight .== 7) && all(r[i].layer2 .== -1) for i in 1:3)
+    @test thrown(() -> synchronize!(r; root = 4)) isa ArgumentError
+    close(r)
+end
+
+testset("withdevices runs every replica on a task, each calling its own rank") do
+    n = Threads.nthreads()
+    @test n >= 2  # started with a thread per replica
+    r = DDP.replicate(model(), n)
+    results = DDP.withdevices(r) do i, m
+        m.layer2 .= i
+        allreduce!(m.layer2, +, DDP.communicator(r, i))
+        (i, m.layer2[1])
+    end
+    @test results == [(i, Float64(sum(1:n))) for i in 1:n]
+    close(r)
+end
+
+testset("a replica passing another list fails every rank naming it") do
+    r = DDP.replicate(model(), 3)
+    grads = [zeros(Float32, 5), zeros(Float32, 6), zeros(Float32, 5)]
+    error = thrown(() -> allreduce!(+, r, grads...))
+    @test error isa DDPError && error.status == LibDDP.DDP_ERR_MISMATCH
+    @test error isa DDPError && occursin("rank", error.message)
+    close(r)
+end
+
+testset("bad arguments are refused naming them") do
+    error = thrown(() -> DDP.replicate(model(), 0))
+    @test error isa DDPError && error.status == LibDDP.DDP_ERR_INVALID_ARGUMENT
+    @test error isa DDPError && occursin("n is 0", error.message)
+    @test thrown(() -> DDP.replicate(model(), true)) isa ArgumentError
+    @test thrown(() -> DDP.replicate(model(), 2; timeout_s = "soon")) isa ArgumentError
+    error = thrown(() -> DDP.replicate(model(), [0, 1]))
+    @test error isa DDPError && error.status == LibDDP.DDP_ERR_UNSUPPORTED
+    r = DDP.replicate(model(), 2)
+    @test thrown(() -> allreduce!(+, r, zeros(2))) isa ArgumentError
+    # A bad op on one replica's call: refused at once, the group still ends.
+    error = thrown(() -> allreduce!(:median, r, zeros(2), zeros(2)))
+    @test error !== nothing
+    @test sum(allreduce!(+, r, ones(2), ones(2))[1]) == 4  # the group is still usable
+    close(r)
+end
+
+Test.pop_testset()
+if haskey(ENV, "DDP_TEST_RESULTS")
+    open(ENV["DDP_TEST_RESULTS"], "w") do io
+        foreach(((name, outcome),) -> println(io, "test ", name, " ... ", outcome), OUTCOMES)
+        failed = count(o -> last(o) == "FAILED", OUTCOMES)
+        println(io, "test result: ", failed == 0 ? "ok" : "FAILED", ". ",
+                count(o -> last(o) == "ok", OUTCOMES), " passed; ", failed, " failed")
+    end
+end
+Test.finish(TOP)
