@@ -31,7 +31,7 @@ static void check(ddp_status status, const char* what) {
     exit(2);
 }
 
-static uint64_t lcg_state;
+static _Thread_local uint64_t lcg_state; /* each thread its own: ranks may be threads */
 static float uniform(void) { /* in [-1, 1) */
     lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
     return (float)((lcg_state >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;

@@ -1,15 +1,23 @@
 #!/bin/sh
-# Usage: same_losses.sh TRAIN_MLP TRAIN_MLP_ZERO. Both must train (exit 0) on
-# 2 ranks and log the same loss every epoch: ZeRO-1 with plain SGD takes the
-# same steps as the replicated optimizer, only sharded.
+# Usage: same_losses.sh TRAIN_MLP OTHER [--local]. TRAIN_MLP on 2 ranks under
+# mpirun and OTHER must both train (exit 0) and log the same loss every
+# epoch: OTHER is train_mlp_zero (ZeRO-1 with plain SGD takes the same steps
+# as the replicated optimizer, only sharded) under mpirun, or, with --local,
+# TRAIN_MLP itself as 2 threads of one process (ddp_init_local, no mpirun).
 set -u
 losses() {
-    out=$(timeout -s KILL 100 mpirun -np 2 "$1" 2>&1) || { echo "$out"; echo "$1 failed"; exit 1; }
+    out=$(timeout -s KILL 100 "$@" 2>&1) || { echo "$out"; echo "$* failed"; exit 1; }
     echo "$out" >&2
     echo "$out" | sed -n 's/.*\(epoch *[0-9]*  loss [0-9.]*\)$/\1/p'
 }
-replicated=$(losses "$1") || exit 1
-zero=$(losses "$2") || exit 1
+replicated=$(losses mpirun -np 2 "$1") || exit 1
+if [ "${3:-}" = --local ]; then
+    other=$(losses "$2" --local 2) || exit 1
+    how="as 2 threads of one process"
+else
+    other=$(losses mpirun -np 2 "$2") || exit 1
+    how="with ZeRO-1"
+fi
 [ "$(echo "$replicated" | wc -l)" -gt 1 ] || { echo "no losses logged"; exit 1; }
-[ "$replicated" = "$zero" ] || { printf 'losses differ:\n%s\n\nZeRO-1:\n%s\n' "$replicated" "$zero"; exit 1; }
-echo "same losses on 2 ranks"
+[ "$replicated" = "$other" ] || { printf 'losses differ:\n%s\n\n%s:\n%s\n' "$replicated" "$how" "$other"; exit 1; }
+echo "same losses on 2 ranks $how"

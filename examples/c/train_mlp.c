@@ -13,11 +13,14 @@
  * in mlp.h, shared with train_mlp_zero.c.
  *
  *   mpirun -np 2 build/examples/c/train_mlp
+ *   build/examples/c/train_mlp --local 2     (2 ranks as threads of one process:
+ *                                             ddp_init_local, no mpirun; the same losses)
  *
  * Exits 0 when the loss fell below a fifth of its start and the replicas
  * agree, 1 otherwise.
  */
-#define DDP_EXPERIMENTAL_API /* ddp_reducer_* */
+#define DDP_EXPERIMENTAL_API /* ddp_reducer_*, ddp_init_local */
+#include <pthread.h>
 #include <string.h>
 
 #include "mlp.h"
@@ -32,14 +35,14 @@ static void describe(Params* p, ddp_tensor t[N_TENSORS]) {
     memcpy(t, list, sizeof list);
 }
 
-int main(void) {
-    ddp_comm* world = NULL;
-    check(ddp_init(NULL, &world), "ddp_init");
+/* Trains on `world` (a process's rank, or a thread's); 0 when it converged. */
+static int train(ddp_comm* world) {
     int32_t rank = 0, size = 1;
     check(ddp_rank(world, &rank), "ddp_rank");
     check(ddp_size(world, &size), "ddp_size");
 
-    static float x[SAMPLES * INPUTS], y[SAMPLES];
+    float* x = malloc(SAMPLES * INPUTS * sizeof *x);
+    float* y = malloc(SAMPLES * sizeof *y);
     make_data(x, y);
 
     Params params;
@@ -108,7 +111,46 @@ int main(void) {
         check(ddp_log(world, DDP_LOG_INFO, line), "ddp_log");
     }
     free(mine);
+    free(x);
+    free(y);
     check(ddp_reducer_free(reducer), "ddp_reducer_free");
     check(ddp_finalize(world), "ddp_finalize");
     return converged && identical ? 0 : 1;
+}
+
+static void* train_thread(void* comm) { return (void*)(intptr_t)train(comm); }
+
+/* n ranks as threads of this process, each training on its own communicator. */
+static int train_local(int n) {
+    if (n < 1 || n > 64) {
+        fprintf(stderr, "--local N: N is 1 to 64 here, not %d\n", n);
+        return 2;
+    }
+    ddp_comm* comms[64];
+    pthread_t threads[64];
+    check(ddp_init_local(n, NULL, NULL, comms), "ddp_init_local");
+    for (int i = 0; i < n; ++i)
+        if (pthread_create(&threads[i], NULL, train_thread, comms[i]) != 0) {
+            fprintf(stderr, "pthread_create failed\n");
+            exit(2);
+        }
+    int failed = 0;
+    for (int i = 0; i < n; ++i) {
+        void* result = NULL;
+        pthread_join(threads[i], &result);
+        failed |= (int)(intptr_t)result;
+    }
+    return failed;
+}
+
+int main(int argc, char** argv) {
+    if (argc == 3 && strcmp(argv[1], "--local") == 0) return train_local(atoi(argv[2]));
+    if (argc != 1) {
+        fprintf(stderr, "usage: %s            (under mpirun: one rank per process)\n"
+                        "       %s --local N  (N ranks as threads of this process)\n", argv[0], argv[0]);
+        return 2;
+    }
+    ddp_comm* world = NULL;
+    check(ddp_init(NULL, &world), "ddp_init");
+    return train(world);
 }

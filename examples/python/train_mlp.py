@@ -1,6 +1,7 @@
 """Data-parallel training of a small NumPy MLP with libddp.
 
     mpirun -np 2 .venv/bin/python examples/python/train_mlp.py   (as root: mpirun --allow-run-as-root)
+    .venv/bin/python examples/python/train_mlp.py --local 2       (2 ranks as threads of one process)
 
 Each rank draws its own share of a synthetic regression data set through a
 ShardedSampler, computes gradients on it, and averages them as PyTorch DDP
@@ -12,9 +13,12 @@ prints one line per epoch (under mpirun a rank's stdout is a pseudo-terminal
 even when mpirun's own output goes to a file, so a bar redrawn with \r would
 end up as one long line there); the run ends by checking that every rank
 holds bitwise the same parameters. The communicator is finalized when the
-script exits.
+script exits. With --local N the ranks are N threads of this one process
+(ddp.init_local, no mpirun), each training as a process would, to the same
+losses.
 """
 import sys
+import threading
 
 import numpy as np
 
@@ -62,12 +66,13 @@ def backward(params, x, y, reducer):
     return loss
 
 
-def main():
+def train(comm):
+    """Trains on comm (this process's rank, or one thread's); 0 when the
+    replicas end identical."""
     x, y = synthetic_data()
-    comm = ddp.init()
     # Different random starts on purpose: the broadcast makes them equal.
     params = comm.broadcast(initial_parameters(seed=comm.rank), root=0)
-    sampler = ddp.ShardedSampler(N_ITEMS, seed=1)
+    sampler = ddp.ShardedSampler(N_ITEMS, seed=1, comm=comm)
     reducer = comm.reducer(params, op="avg")  # buckets shaped like the parameters
     if comm.rank == 0:
         print(f"{comm.size} ranks ({comm.backend}), {len(sampler)} items each", flush=True)
@@ -92,5 +97,32 @@ def main():
     return 0 if replicas else 1
 
 
+def train_local(n):
+    """n ranks as threads of this process, each training on its own communicator."""
+    comms = ddp.init_local(n)
+    results = [1] * n
+
+    def rank(i):
+        results[i] = train(comms[i])
+        comms[i].finalize()
+
+    threads = [threading.Thread(target=rank, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return max(results)
+
+
+def main(argv):
+    if argv[1:2] == ["--local"] and len(argv) == 3:
+        return train_local(int(argv[2]))
+    if len(argv) != 1:
+        print(f"usage: {argv[0]}             (under mpirun: one rank per process)\n"
+              f"       {argv[0]} --local N   (N ranks as threads of this process)", file=sys.stderr)
+        return 2
+    return train(ddp.init())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))

@@ -1,5 +1,6 @@
 """The Python examples train on 2 real ranks: the loss falls and replicas
-agree, ZeRO-1 (sharded optimizer state) prints train_mlp.py's losses, and
+agree, ZeRO-1 (sharded optimizer state) prints train_mlp.py's losses, so do
+2 ranks as threads of one process (train_mlp.py --local 2), and
 the torch example trains alike through DistributedDataParallel and
 DistributedOptimizer, and the JAX example averages inside jit."""
 import os
@@ -38,6 +39,15 @@ def test_zero_example_prints_train_mlps_losses_with_half_the_optimizer_state():
     # 321 parameters, padded to 322: a momentum buffer of 161 float32 per rank.
     assert "optimizer state per rank: 644 bytes (a shard of 161 of the 321 parameters), " \
            "unsharded: 1284 bytes" in output, output
+
+
+def test_train_mlp_as_two_threads_of_one_process_prints_the_two_processes_losses():
+    result = subprocess.run([sys.executable, str(ROOT / "examples/python/train_mlp.py"), "--local", "2"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 ranks (local)" in result.stdout, result.stdout
+    assert printed_losses(result.stdout) == printed_losses(run_on_two_ranks("train_mlp.py")), result.stdout
+    assert "replicas identical" in result.stdout
 
 
 def test_torch_example_trains_alike_as_ddp_and_as_horovod():
