@@ -10,6 +10,8 @@
 //! same parameters.
 //!
 //!     mpirun -np 2 target/debug/examples/train_mlp
+//!     target/debug/examples/train_mlp --local 2    (2 ranks as threads of one
+//!                                                  process, no mpirun: the same losses)
 //!
 //! Exits 0 when the loss fell below a fifth of its start and the replicas
 //! agree, 1 otherwise (2 when a libddp call failed).
@@ -162,12 +164,40 @@ fn train(comm: &Comm) -> ddp::Result<bool> {
     Ok(converged && replicas.is_identical())
 }
 
+/// Trains on `comm` and finalizes it.
+fn train_and_finalize(comm: Comm) -> ddp::Result<bool> {
+    let ok = train(&comm)?;
+    comm.finalize()?;
+    Ok(ok)
+}
+
+/// `n` ranks as threads of this process, each training on its own `Comm`.
+fn train_local(n: usize) -> ddp::Result<bool> {
+    let comms = Comm::init_local(n)?;
+    std::thread::scope(|threads| {
+        let ranks: Vec<_> = comms.into_iter().map(|comm| threads.spawn(|| train_and_finalize(comm))).collect();
+        let results: Vec<ddp::Result<bool>> = ranks.into_iter().map(|rank| rank.join().unwrap()).collect();
+        results.into_iter().try_fold(true, |all, ok| Ok(all && ok?))
+    })
+}
+
 fn main() {
-    let result = Comm::init().and_then(|comm| {
-        let ok = train(&comm)?;
-        comm.finalize()?;
-        Ok(ok)
-    });
+    let args: Vec<String> = std::env::args().collect();
+    let result = match args.as_slice() {
+        [_] => Comm::init().and_then(train_and_finalize),
+        [_, flag, n] if flag == "--local" => match n.parse() {
+            Ok(n) => train_local(n),
+            Err(_) => {
+                eprintln!("train_mlp: --local N: N is a number of ranks, not {n:?}");
+                std::process::exit(2);
+            }
+        },
+        _ => {
+            eprintln!("usage: train_mlp              (under mpirun: one rank per process)");
+            eprintln!("       train_mlp --local N    (N ranks as threads of this process)");
+            std::process::exit(2);
+        }
+    };
     match result {
         Ok(true) => {}
         Ok(false) => std::process::exit(1),
