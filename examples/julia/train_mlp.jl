@@ -10,6 +10,11 @@
 #
 #     DDP_LIBRARY=build/src/libddp.so.0 mpirun -np 2 julia --project=bindings/julia examples/julia/train_mlp.jl
 #
+# With `--local N` (no mpirun) it trains N replicas in this one process, Conflux.jl's
+# way: `DDP.replicate` the weights, each replica's backward pass on a task of its own
+# (`DDP.withdevices`), and one grouped `allreduce!(:avg, replicas, grads...)` per step
+# from this task; the same losses as N processes.
+#
 # Exits 0 when the loss fell below a fifth of its start and the replicas agree, 1 otherwise.
 using DDP
 using Printf
@@ -88,10 +93,7 @@ function main()
     x, y = make_data()
 
     # Different on every rank until the broadcast makes them rank 0's.
-    params, rng = Params(), LCG(777 + rank)
-    for a in arrays(params), i in eachindex(a)
-        a[i] = 0.3f0 * uniform!(rng)
-    end
+    params = initial_params(rank)
     bcast!(arrays(params), 0)
     grads = Params()
 
@@ -127,4 +129,53 @@ function main()
     return converged && identical ? 0 : 1
 end
 
-exit(main())
+"""The C example's starting weights (its rank 0's draw, which the broadcast gives every rank)."""
+function initial_params(rank)
+    params, rng = Params(), LCG(777 + rank)
+    for a in arrays(params), i in eachindex(a)
+        a[i] = 0.3f0 * uniform!(rng)
+    end
+    return params
+end
+
+"""`n` replicas in this process (`DDP.replicate`), reduced from this one task."""
+function main_local(n)
+    x, y = make_data()
+    replicas = DDP.replicate(initial_params(0), n)  # every copy starts as rank 0's
+    grads = [Params() for _ in 1:n]
+    first_loss = loss = 0.0
+    for epoch in 0:EPOCHS-1
+        shards = [shard_indices(SAMPLES, i - 1, n; seed = 2024, epoch = epoch) for i in 1:n]
+        losses = zeros(n)
+        for start in 1:BATCH:length(shards[1])  # every shard has the same length
+            DDP.withdevices(replicas) do i, params
+                mine = shards[i]
+                batch = mine[start:min(start + BATCH - 1, length(mine))]
+                foreach(g -> fill!(g, 0.0f0), arrays(grads[i]))
+                for s in batch
+                    losses[i] += backprop!(grads[i], params, view(x, :, s), y[s])
+                end
+                scale = 1.0f0 / Float32(length(batch))
+                foreach(g -> g .*= scale, arrays(grads[i]))
+            end
+            allreduce!(:avg, replicas, map(arrays, grads)...)
+            for i in 1:n, (p, g) in zip(arrays(replicas[i]), arrays(grads[i]))
+                p .-= LEARNING_RATE .* g
+            end
+        end
+        # The mean loss over every replica's samples, reduced as the processes do.
+        means = [[losses[i] / length(shards[i])] for i in 1:n]
+        loss = allreduce!(:avg, replicas, means...)[1][1]
+        epoch == 0 && (first_loss = loss)
+        println(@sprintf("epoch %2d  loss %.5f", epoch + 1, loss))
+    end
+    identical = all(arrays(replicas[i]) == arrays(replicas[1]) for i in 2:n)
+    converged = loss < first_loss / 5
+    println(@sprintf("%s: loss %.5f -> %.5f on %d replicas in one process; replicas %s",
+                     converged ? "converged" : "NOT converged", first_loss, loss, n,
+                     identical ? "identical" : "differ"))
+    close(replicas)
+    return converged && identical ? 0 : 1
+end
+
+exit(length(ARGS) == 2 && ARGS[1] == "--local" ? main_local(parse(Int, ARGS[2])) : main())
