@@ -103,8 +103,10 @@ def train_local(n):
     results = [1] * n
 
     def rank(i):
-        results[i] = train(comms[i])
-        comms[i].finalize()
+        try:
+            results[i] = train(comms[i])
+        finally:
+            comms[i].finalize()  # also on an error: its peers' calls then fail naming it
 
     threads = [threading.Thread(target=rank, args=(i,)) for i in range(n)]
     for thread in threads:

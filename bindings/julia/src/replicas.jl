@@ -11,15 +11,19 @@ is copy `i`'s rank, for the usual collectives from a thread of its own
 (`allreduce!(g, :avg, DDP.communicator(r, i))`). `close(r)` ends the group (at exit if not
 before).
 """
-mutable struct Replicas{T} <: AbstractVector{T}
+struct Replicas{T} <: AbstractVector{T}
     copies::Vector{T}
     comms::Vector{Communicator}
-    open::Bool
 end
 
 Base.size(r::Replicas) = size(r.copies)
 Base.getindex(r::Replicas, i::Int) = r.copies[i]
-Base.isopen(r::Replicas) = r.open
+Base.isopen(r::Replicas) = r.comms in OPEN_GROUPS
+
+"""The ranks of every group from `DDP.replicate` not closed yet, ended at exit (the
+copies are not kept here: a dropped `Replicas` is collected, its group ends at exit)."""
+const OPEN_GROUPS = Set{Vector{Communicator}}()
+const ENDS_AT_EXIT = Ref(false)
 
 """
     DDP.communicator(r::Replicas, i)
@@ -42,13 +46,35 @@ One copy per CUDA device: not built yet, refused with `DDP_ERR_UNSUPPORTED`.
 """
 function replicate(x, n::Integer; timeout_s = 0.0)
     n isa Bool && throw(ArgumentError("n: expected the number of replicas, got $n"))
-    comms = init_local(n, nothing, timeout_s)
-    return finalizing(Replicas([deepcopy(x) for _ in 1:n], comms, true))
+    return replicas_of(x, init_local(n, nothing, timeout_s))
 end
 
 function replicate(x, devices::AbstractVector{<:Integer}; timeout_s = 0.0)
-    comms = init_local(length(devices), Int32.(devices), timeout_s)
-    return finalizing(Replicas([deepcopy(x) for _ in devices], comms, true))
+    return replicas_of(x, init_local(length(devices), Int32.(devices), timeout_s))
+end
+
+"""A deep copy of `x` for each of `comms`' ranks; the ranks are ended if copying fails."""
+function replicas_of(x, comms::Vector{Communicator})
+    copies = try
+        [deepcopy(x) for _ in comms]
+    catch
+        foreach(comm -> LibDDP.ddp_finalize(comm.handle), comms)
+        rethrow()
+    end
+    if !ENDS_AT_EXIT[]
+        atexit(() -> foreach(finalize_group!, collect(OPEN_GROUPS)))
+        ENDS_AT_EXIT[] = true
+    end
+    push!(OPEN_GROUPS, comms)
+    return Replicas(copies, comms)
+end
+
+"""Ends every rank of `comms` (`ddp_finalize`, which waits for no peer), then throws the
+first error."""
+function finalize_group!(comms::Vector{Communicator})
+    delete!(OPEN_GROUPS, comms)
+    statuses = [LibDDP.ddp_finalize(comm.handle) for comm in comms]
+    foreach(check, statuses)
 end
 
 """
@@ -61,7 +87,7 @@ function init_local(n::Integer, devices, timeout_s)
     reason = seconds_error("timeout_s", timeout_s, "0: DDP_TIMEOUT_S, else 1800")
     reason === nothing || throw(ArgumentError(reason))
     typemin(Int32) <= n <= typemax(Int32) ||
-        throw(ArgumentError("n = $n: a group has at most 4096 ranks"))
+        throw(ArgumentError("n = $n: expected a number of ranks that fits in 32 bits"))
     opts = Ref{LibDDP.ddp_init_options}()
     check(LibDDP.ddp_init_options_init(opts, sizeof(LibDDP.ddp_init_options)))
     opts[] = LibDDP.ddp_init_options(opts[].struct_size, opts[].backend, opts[].mpi_comm_fortran,
@@ -72,12 +98,6 @@ function init_local(n::Integer, devices, timeout_s)
     return [Communicator(handle) for handle in handles[1:n]]
 end
 
-"""Registers `r` to be closed at exit, and returns it."""
-function finalizing(r::Replicas)
-    atexit(() -> close(r))
-    return r
-end
-
 """
     close(r::Replicas)
 
@@ -85,9 +105,7 @@ Ends every rank of `r`'s group in turn (`ddp_finalize`, which waits for no peer)
 Calling it again does nothing.
 """
 function Base.close(r::Replicas)
-    r.open || return nothing
-    r.open = false
-    foreach(comm -> check(LibDDP.ddp_finalize(comm.handle)), r.comms)
+    isopen(r) && finalize_group!(r.comms)
     return nothing
 end
 
@@ -96,10 +114,12 @@ end
 
 Runs `f(i, r[i])` for every copy at once, each on a task of its own (Conflux's
 `withdevices`), and returns their results in order; a failure is rethrown once all have
-ended. For `f` to call collectives on its rank (`DDP.communicator(r, i)`), start Julia
-with a thread per replica (`julia -t n`): a collective waits for every rank, so ranks
-sharing a thread wait until their timeout. With fewer threads, reduce from one task
-with `allreduce!(op, r, xs...)`.
+ended. Let `f` compute (a forward and backward pass), and reduce afterwards from one
+task with `allreduce!(op, r, xs...)`, as Conflux does. A collective called inside `f`
+would wait for its peers inside a `ccall`, where Julia's garbage collector cannot stop
+that thread: a peer task that then allocates waits for the collector, which waits for
+the blocked thread, until the call's timeout (JuliaLang/julia#51574); and ranks sharing
+a thread would wait for one another the same way.
 """
 function withdevices(f, r::Replicas)
     tasks = [Threads.@spawn f(i, r[i]) for i in 1:length(r)]
@@ -118,23 +138,32 @@ end
 """
     allreduce!(op, r::Replicas, xs...; fusion_bytes = nothing, timeout_s = nothing)
 
-Reduces `xs[i]` (copy `i`'s gradients: an array, or a tree of arrays) across the
-replicas with `op`, in place, from this one task (Conflux's `allreduce!(avg, ∇models...)`):
-the calls of every rank are grouped (`ddp_group_start`/`ddp_group_end`) and run
-together, so one thread serves every replica. Returns `xs`.
+Reduces `xs[i]` (copy `i`'s gradients: an array, or a tree of arrays; numbers in a tree
+are left as they are) across the replicas with `op`, in place, from this one task
+(Conflux's `allreduce!(avg, ∇models...)`): every rank's call is issued between
+`ddp_group_start` and `ddp_group_end` and they run together, so one thread serves every
+replica. Returns `xs`.
 """
 function allreduce!(op::Union{Symbol, Function}, r::Replicas, xs...;
                     fusion_bytes = nothing, timeout_s = nothing)
     length(xs) == length(r) || throw(ArgumentError(
         "allreduce!: $(length(xs)) values for $(length(r)) replicas: pass one per replica"))
-    grouped(length(r)) do i
-        allreduce_arrays!(tree_leaves(xs[i]).arrays, op, r.comms[i], fusion_bytes, timeout_s, nothing)
+    calls = map(1:length(r)) do i
+        prepared("allreduce", timeout_s) do
+            code = op_code(op)
+            opts = collective_options(fusion_bytes, timeout_s)
+            arrays = tree_leaves(xs[i]).arrays
+            tensors = LibDDP.ddp_tensor[tensor(x) for x in arrays]
+            () -> GC.@preserve arrays tensors opts LibDDP.ddp_allreduce_tensor_list(
+                r.comms[i].handle, tensors, length(tensors), code, opts)
+        end
     end
+    run_grouped(r, "allreduce", calls)
     return xs
 end
 
 """
-    synchronize!(r::Replicas; root = 1)
+    synchronize!(r::Replicas; root = 1, fusion_bytes = nothing, timeout_s = nothing)
 
 Copies the arrays of copy `root` into every other copy of `r`, in place, from this one
 task (grouped, as `allreduce!(op, r, xs...)`), and returns `r`: after a step that
@@ -142,39 +171,70 @@ changed one copy only, or to make sure they start alike.
 """
 function synchronize!(r::Replicas; root::Integer = 1, fusion_bytes = nothing, timeout_s = nothing)
     1 <= root <= length(r) || throw(ArgumentError("root = $root: a copy of 1:$(length(r))"))
-    grouped(length(r)) do i
-        root_code, opts = refusing(r.comms[i], "broadcast", timeout_s) do
-            Int32(root - 1), collective_options(fusion_bytes, timeout_s, nothing)
-        end
-        with_tensors(tree_leaves(r[i]).arrays, r.comms[i], "broadcast", opts) do tensors
-            check(LibDDP.ddp_broadcast_tensor_list(r.comms[i].handle, tensors, length(tensors), root_code,
-                                                   opts))
+    calls = map(1:length(r)) do i
+        prepared("broadcast", timeout_s) do
+            opts = collective_options(fusion_bytes, timeout_s)
+            arrays = tree_leaves(r[i]).arrays
+            tensors = LibDDP.ddp_tensor[tensor(x) for x in arrays]
+            () -> GC.@preserve arrays tensors opts LibDDP.ddp_broadcast_tensor_list(
+                r.comms[i].handle, tensors, length(tensors), Int32(root - 1), opts)
         end
     end
+    run_grouped(r, "broadcast", calls)
     return r
 end
 
 """
-    grouped(call, n)
+    prepared(make, collective, timeout_s)
 
-Runs `call(i)` for every rank `i` in 1:n between `ddp_group_start` and
-`ddp_group_end`, so that the blocking collectives they issue (one per rank of a local
-group) run together at the end. A call that fails still leaves the others issued (a
-refused call has taken part, and its peers must be started to hear it); the group
-always ends, waiting for what started, and the first error is thrown.
+One rank's part in a grouped `collective`: `make()`'s closure, which makes the ccall, or
+the `ArgumentError` that refused this rank's arguments (its message to tell the peers),
+with the options that carry the call's timeout. Everything that may allocate, throw or
+yield happens here, before the group opens.
 """
-function grouped(call, n::Integer)
+function prepared(make, collective::AbstractString, timeout_s)
+    opts = try
+        collective_options(nothing, timeout_s)
+    catch error
+        error isa ArgumentError || rethrow()
+        C_NULL  # the timeout itself is the bad argument: the communicator's serves
+    end
+    try
+        return make()
+    catch error
+        error isa ArgumentError || rethrow()
+        return (refused = error, opts = opts)
+    end
+end
+
+"""
+    run_grouped(r, collective, calls)
+
+Issues every rank's prepared call between `ddp_group_start` and `ddp_group_end` on this
+thread (libddp's group belongs to the calling thread, and nothing here yields): a refused
+rank takes part through `ddp_report_invalid_call`, so that its peers fail naming it
+instead of waiting. The group always ends; the first error is thrown.
+"""
+function run_grouped(r::Replicas, collective::AbstractString, calls)
+    thread = Threads.threadid()
     check(LibDDP.ddp_group_start())
-    failure = nothing
-    for i in 1:n
-        try
-            call(i)
-        catch error
-            failure === nothing && (failure = error)
+    # (status, libddp's message, whether this package refused the arguments), per rank
+    outcomes = map(1:length(calls)) do i
+        call = calls[i]
+        if call isa Function
+            status = call()
+            status == LibDDP.DDP_OK && return (status, "", false)
+            return (status, unsafe_string(LibDDP.ddp_last_error_message()), false)
         end
+        LibDDP.ddp_report_invalid_call(r.comms[i].handle, collective, call.refused.msg, call.opts)
+        return (LibDDP.DDP_ERR_INVALID_ARGUMENT, call.refused.msg, true)
     end
     ended = LibDDP.ddp_group_end()
-    failure === nothing || throw(failure)
+    Threads.threadid() == thread || error("the task moved to another thread inside a libddp group")
+    for (i, (status, message, refused)) in enumerate(outcomes)
+        refused && throw(ArgumentError("replica $i: $message"))
+        status == LibDDP.DDP_OK || throw(DDPError(status, message))
+    end
     check(ended)
     return nothing
 end

@@ -71,16 +71,17 @@ testset("synchronize! copies one replica into the others") do
     close(r)
 end
 
-testset("withdevices runs every replica on a task, each calling its own rank") do
-    n = Threads.nthreads()
-    @test n >= 2  # started with a thread per replica
-    r = DDP.replicate(model(), n)
+testset("withdevices computes on a task per replica, then one task reduces") do
+    r = DDP.replicate(model(), 3)
     results = DDP.withdevices(r) do i, m
         m.layer2 .= i
-        allreduce!(m.layer2, +, DDP.communicator(r, i))
-        (i, m.layer2[1])
+        (i, Threads.threadid())
     end
-    @test results == [(i, Float64(sum(1:n))) for i in 1:n]
+    @test first.(results) == [1, 2, 3]
+    allreduce!(+, r, (m.layer2 for m in r)...)
+    @test all(all(m.layer2 .== 6) for m in r)
+    error = thrown(() -> DDP.withdevices((i, m) -> i == 2 ? throw(ArgumentError("replica 2 failed")) : i, r))
+    @test error isa TaskFailedException || error isa ArgumentError
     close(r)
 end
 
@@ -101,12 +102,19 @@ testset("bad arguments are refused naming them") do
     @test thrown(() -> DDP.replicate(model(), 2; timeout_s = "soon")) isa ArgumentError
     error = thrown(() -> DDP.replicate(model(), [0, 1]))
     @test error isa DDPError && error.status == LibDDP.DDP_ERR_UNSUPPORTED
-    r = DDP.replicate(model(), 2)
+    r = DDP.replicate(model(), 2; timeout_s = 60)
     @test thrown(() -> allreduce!(+, r, zeros(2))) isa ArgumentError
-    # A bad op on one replica's call: refused at once, the group still ends.
+    # One replica's array refused (not contiguous): it throws naming the replica, its
+    # peer's call fails at once naming the rank, and the group stays usable.
+    started = time()
+    error = thrown(() -> allreduce!(+, r, zeros(2), view(zeros(4), 1:2:4)))
+    @test error isa ArgumentError && occursin("replica 2", error.msg) && occursin("not contiguous", error.msg)
+    @test time() - started < 30
+    @test sum(allreduce!(+, r, ones(2), ones(2))[1]) == 4
+    # A bad op refuses every replica's call, with the package's message.
     error = thrown(() -> allreduce!(:median, r, zeros(2), zeros(2)))
-    @test error !== nothing
-    @test sum(allreduce!(+, r, ones(2), ones(2))[1]) == 4  # the group is still usable
+    @test error isa ArgumentError && occursin("op :median", error.msg)
+    @test sum(allreduce!(+, r, ones(2), ones(2))[1]) == 4
     close(r)
 end
 

@@ -253,8 +253,12 @@ impl Comm {
         let count = i32::try_from(n)
             .map_err(|_| Error::invalid_argument(&format!("n is {n}; a local group has 1 to 4096 ranks")))?;
         // libddp names an n it refuses (0, or over its limit) itself and
-        // writes no handle then: room for at least one.
-        let mut raw = vec![ptr::null_mut(); n.max(1)];
+        // writes no handle then: room for at least one. An n too large to
+        // allocate for is an error, not an abort.
+        let mut raw = Vec::new();
+        raw.try_reserve_exact(n.max(1))
+            .map_err(|_| Error::invalid_argument(&format!("n is {n}; a local group has 1 to 4096 ranks")))?;
+        raw.resize(n.max(1), ptr::null_mut());
         check(unsafe { ddp_sys::ddp_init_local(count, ptr::null(), &opts, raw.as_mut_ptr()) })?;
         let mut comms = Vec::with_capacity(n);
         for &handle in &raw {
