@@ -18,13 +18,22 @@ function refusing(f, comm::Communicator, collective::AbstractString, timeout_s =
         error isa ArgumentError || rethrow()
         error.msg
     end
-    opts = try
-        collective_options(nothing, timeout_s)
+    refuse(comm, collective, reason, refusal_options(timeout_s))
+end
+
+"""
+    refusal_options(timeout_s)
+
+The options that hold a refusal's report to the call's own timeout; `C_NULL` (the
+communicator's) when that timeout is itself the bad argument.
+"""
+function refusal_options(timeout_s)
+    try
+        return collective_options(nothing, timeout_s)
     catch error
         error isa ArgumentError || rethrow()
-        C_NULL  # the timeout itself was the bad argument: the communicator's serves
+        return C_NULL
     end
-    refuse(comm, collective, reason, opts)
 end
 
 """

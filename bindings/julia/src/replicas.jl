@@ -193,17 +193,11 @@ with the options that carry the call's timeout. Everything that may allocate, th
 yield happens here, before the group opens.
 """
 function prepared(make, collective::AbstractString, timeout_s)
-    opts = try
-        collective_options(nothing, timeout_s)
-    catch error
-        error isa ArgumentError || rethrow()
-        C_NULL  # the timeout itself is the bad argument: the communicator's serves
-    end
     try
         return make()
     catch error
         error isa ArgumentError || rethrow()
-        return (refused = error, opts = opts)
+        return (refused = error, opts = refusal_options(timeout_s))
     end
 end
 

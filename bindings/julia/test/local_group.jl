@@ -6,18 +6,7 @@ using Test
 using DDP
 using DDP: LibDDP
 
-const OUTCOMES = Pair{String, String}[]
-
-"""Runs `body` as a test set recorded under `name` in `OUTCOMES`."""
-function testset(body, name::AbstractString)
-    set = @testset "$name" begin
-        body()
-    end
-    counts = Test.get_test_counts(set)
-    bad = counts isa Tuple ? counts[2] + counts[3] + counts[6] + counts[7] :
-        counts.fails + counts.errors + counts.cumulative_fails + counts.cumulative_errors
-    push!(OUTCOMES, name => (bad == 0 ? "ok" : "FAILED"))
-end
+include("outcomes.jl")
 
 """The error `f()` throws (`nothing` if none)."""
 function thrown(f)
@@ -119,12 +108,5 @@ testset("bad arguments are refused naming them") do
 end
 
 Test.pop_testset()
-if haskey(ENV, "DDP_TEST_RESULTS")
-    open(ENV["DDP_TEST_RESULTS"], "w") do io
-        foreach(((name, outcome),) -> println(io, "test ", name, " ... ", outcome), OUTCOMES)
-        failed = count(o -> last(o) == "FAILED", OUTCOMES)
-        println(io, "test result: ", failed == 0 ? "ok" : "FAILED", ". ",
-                count(o -> last(o) == "ok", OUTCOMES), " passed; ", failed, " failed")
-    end
-end
+write_outcomes()
 Test.finish(TOP)

@@ -95,28 +95,7 @@ end
 """Starts an allreduce on `v` and drops the request, leaving it to the finalizer."""
 @noinline start_and_drop(v) = (Iallreduce!(v, +); nothing)
 
-"""Outcome of every top-level test set, by name: "ok", "FAILED" or "ignored"."""
-const OUTCOMES = Pair{String, String}[]
-
-"""
-    testset(body, name; runs = true)
-
-Runs `body` as a test set recorded under `name` in `OUTCOMES`; one that does not run
-(its extension's package is not loadable) is recorded as ignored.
-"""
-function testset(body, name::AbstractString; runs::Bool = true)
-    if !runs
-        push!(OUTCOMES, name => "ignored")
-        return
-    end
-    set = @testset "$name" begin
-        body()
-    end
-    counts = Test.get_test_counts(set)
-    bad = counts isa Tuple ? counts[2] + counts[3] + counts[6] + counts[7] :
-        counts.fails + counts.errors + counts.cumulative_fails + counts.cumulative_errors
-    push!(OUTCOMES, name => (bad == 0 ? "ok" : "FAILED"))
-end
+include("outcomes.jl")
 
 const TOP = Test.DefaultTestSet("DDP on $n ranks, rank $rank")
 Test.push_testset(TOP)
@@ -927,13 +906,5 @@ testset("Finalize") do
 end
 
 Test.pop_testset()
-if haskey(ENV, "DDP_TEST_RESULTS")
-    open(ENV["DDP_TEST_RESULTS"], "w") do io
-        foreach(((name, outcome),) -> println(io, "test ", name, " ... ", outcome), OUTCOMES)
-        failed = count(o -> last(o) == "FAILED", OUTCOMES)
-        println(io, "test result: ", failed == 0 ? "ok" : "FAILED", ". ",
-                count(o -> last(o) == "ok", OUTCOMES), " passed; ", failed, " failed; ",
-                count(o -> last(o) == "ignored", OUTCOMES), " ignored")
-    end
-end
+write_outcomes()
 Test.finish(TOP)  # prints the summary; throws (exit code 1) when any test failed
