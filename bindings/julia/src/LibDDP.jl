@@ -1067,7 +1067,9 @@ the first 1024 bytes travel), instead of waiting for this rank.
 "broadcast", "reduce", "sync_optimizer_state", "check_replicas",
 "barrier", "reducer_create", "allgather", "reduce_scatter", "comm_split",
 "comm_split_node" or "alltoall" (the last five since 1.3). `opts` (may be NULL) gives the
-timeout of that step, as for the call. Runs in call order, as a collective. Returns
+timeout of that step, as for the call. Runs in call order, as a collective;
+inside a group (ddp_group_start, experimental) it returns at once and
+takes part as the group runs, ddp_group_end waiting for it. Returns
 DDP_OK once this rank has taken part (the binding then reports its own
 error); DDP_ERR_INVALID_ARGUMENT for a NULL comm or collective or an
 unknown name (then it took no part), DDP_ERR_NOT_INITIALIZED.
