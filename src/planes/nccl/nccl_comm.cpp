@@ -1,5 +1,6 @@
 #include "planes/nccl/nccl_comm.hpp"
 
+#include <future>
 #include <thread>
 
 #include "control/control_plane.hpp"
@@ -126,13 +127,7 @@ ncclComm_t NcclComm::split_with(int color, int key, ncclConfig_t config, Clock::
     if (state != ncclSuccess) give_up(DDP_ERR_BACKEND, where + " failed: " + nccl_.describe(state, comm_));
     if (made == nullptr) return nullptr;  // no color: no communicator
     // The new communicator may still be connecting (a non-blocking one).
-    for (;;) {
-        const ncclResult_t asked = nccl_.comm_get_async_error(made, &state);
-        if (asked != ncclSuccess) state = asked;
-        if (state != ncclInProgress) break;
-        if (Clock::now() > deadline) give_up(DDP_ERR_TIMEOUT, where + " did not finish" + stuck);
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    if (settle(made, deadline, state) != Settled::done) give_up(DDP_ERR_TIMEOUT, where + " did not finish" + stuck);
     if (state != ncclSuccess) give_up(DDP_ERR_BACKEND, where + " failed: " + nccl_.describe(state, made));
     return made;
 }
@@ -162,30 +157,30 @@ bool NcclComm::finish_launcher() {
     // Blocking: NCCL returns once the launcher's operations are flushed, on a
     // thread of its own here, so that the wait has a bound. Past it, an abort
     // raises the shared flag, which ends the finalize.
-    auto finished = std::make_shared<std::atomic<bool>>(false);
-    std::thread finishing([this, finished] {
+    std::promise<bool> flushed;
+    std::future<bool> finished = flushed.get_future();
+    std::thread finishing([this, &flushed] {
         std::lock_guard lock(launch_mutex_);
-        if (nccl_.comm_finalize(launcher_) == ncclSuccess && !aborted()) {
+        const bool done = nccl_.comm_finalize(launcher_) == ncclSuccess && !aborted();
+        if (done) {
             nccl_.comm_destroy(launcher_);
             launcher_ = nullptr;
-            finished->store(true, std::memory_order_release);
         }
+        flushed.set_value(done);
     });
-    const auto deadline = deadline_after(destroy_wait_s);
-    while (!finished->load(std::memory_order_acquire) && Clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (!finished->load(std::memory_order_acquire)) abort();  // ends the finalize on the shared flag
+    if (finished.wait_for(std::chrono::duration<double>(destroy_wait_s)) != std::future_status::ready)
+        abort();  // ends the finalize on the shared flag
     finishing.join();
-    return finished->load(std::memory_order_acquire);
+    return finished.get();
 }
 
-NcclComm::Settled NcclComm::settle(Clock::time_point deadline, ncclResult_t& state) const {
+NcclComm::Settled NcclComm::settle(ncclComm_t comm, Clock::time_point deadline, ncclResult_t& state) const {
     const auto start = Clock::now();
     for (;;) {
         {
             std::lock_guard lock(mutex_);
             if (aborted()) return Settled::aborted;
-            const ncclResult_t asked = nccl_.comm_get_async_error(comm_, &state);
+            const ncclResult_t asked = nccl_.comm_get_async_error(comm, &state);
             if (asked != ncclSuccess) state = asked;
             if (state != ncclInProgress) return Settled::done;
         }

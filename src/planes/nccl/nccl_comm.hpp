@@ -88,7 +88,9 @@ private:
     enum class Settled { done, timed_out, aborted };
     /// Polls until the communicator has nothing in progress (its state in
     /// `state`), the deadline passes, or another thread aborts it.
-    Settled settle(Clock::time_point deadline, ncclResult_t& state) const;
+    Settled settle(Clock::time_point deadline, ncclResult_t& state) const { return settle(comm_, deadline, state); }
+    /// settle() of `comm`: this one, or one its split just made.
+    Settled settle(ncclComm_t comm, Clock::time_point deadline, ncclResult_t& state) const;
     /// ncclCommSplit of this communicator with `config`, polled until
     /// `deadline`: the new handle (nullptr for no color). On a failure
     /// (its message starts with `where`), `failing`, then this communicator
