@@ -841,13 +841,16 @@ DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t worl
  * peers at once, deadlines naming the thread that never called, stall
  * reports, the flight recorder, the timeline, the reducer. Host memory
  * moves through the in-process plane: each rank reads its peers' buffers
- * where they lie. End each rank with ddp_finalize, which waits for no peer
- * (one thread may end every rank in turn): a peer's later call fails
+ * where they lie. ddp_comm_split and ddp_comm_split_node of such ranks
+ * make sub-groups of threads the same way (the node is every rank; a
+ * split is refused inside ddp_group_start's group). End each rank with
+ * ddp_finalize, which waits for no peer (one thread may end every rank in
+ * turn) and frees its live sub-communicators: a peer's later call fails
  * naming the rank that finalized.
  *
  * Not built yet, each refused with DDP_ERR_UNSUPPORTED: `devices` (pass
- * NULL: one NCCL communicator per device is to come), ddp_comm_split on
- * such a rank, and several processes of such groups under one launcher.
+ * NULL: one NCCL communicator per device is to come), and several
+ * processes of such groups under one launcher.
  * Local: starts no MPI and waits for no other process.
  *
  * Returns DDP_ERR_INVALID_ARGUMENT (NULL `comms`; `n` outside 1..4096; an

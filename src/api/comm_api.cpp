@@ -2,6 +2,7 @@
 // ddp_finalize of the world, the splits and ddp_comm_free of
 // sub-communicators, and ddp_comm_abort. Start-up and the handles'
 // bookkeeping are core's (core/startup, core/comm_registry).
+#include <span>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "api/validate.hpp"
 #include "core/comm_registry.hpp"
 #include "core/dispatch.hpp"
+#include "core/group_calls.hpp"
 #include "core/settings.hpp"
 #include "core/split.hpp"
 #include "core/startup.hpp"
@@ -28,6 +30,11 @@ constexpr int32_t max_local_ranks = 4096;
 void split_handle(ddp_comm* handle, SplitRequest request, const ddp_split_options* opts, ddp_comm** out,
                   const char* out_name) {
     Communicator& parent = live_comm(handle);
+    // Refused here alone: the thread driving the group's ranks learns it at once.
+    if (in_group())
+        fail(DDP_ERR_INVALID_ARGUMENT, std::string("ddp_") + kind_name(static_cast<uint64_t>(request.kind)) +
+                                           " returns the new communicator at once, so it cannot run inside a group "
+                                           "(call it after ddp_group_end, from a thread per rank)");
     try {
         require_not_null(out, out_name);
         const ddp_split_options read = read_options(opts, default_split_options(), "opts");
@@ -71,10 +78,16 @@ DDP_API ddp_status ddp_init_local(int32_t n, const int32_t* devices, const ddp_i
         if (opts.mpi_comm_fortran != DDP_NO_MPI_COMM)
             fail(DDP_ERR_INVALID_ARGUMENT, "opts->mpi_comm_fortran names an MPI communicator; a group from "
                                            "ddp_init_local runs without MPI: leave it DDP_NO_MPI_COMM");
-        if (devices != nullptr)
-            fail(DDP_ERR_UNSUPPORTED, "devices: a group from ddp_init_local moves host memory only so far (one NCCL "
-                                      "communicator per device is not built yet); pass NULL");
-        const std::vector<CommHandle*> ranks = start_local_group(opts, n);
+        std::span<const int32_t> gpus;
+        if (devices != nullptr) {
+            gpus = {devices, static_cast<size_t>(n)};
+            for (int32_t i = 0; i < n; ++i)
+                if (gpus[static_cast<size_t>(i)] < 0)
+                    fail(DDP_ERR_INVALID_ARGUMENT, "devices[" + std::to_string(i) + "] is " +
+                                                       std::to_string(gpus[static_cast<size_t>(i)]) +
+                                                       "; it must be a CUDA device id >= 0");
+        }
+        const std::vector<CommHandle*> ranks = start_local_group(opts, n, gpus);
         for (size_t i = 0; i < ranks.size(); ++i) comms[i] = c_handle(ranks[i]);
     });
 }

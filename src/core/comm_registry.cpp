@@ -68,7 +68,18 @@ void finalize_world(CommHandle& world) {
         // its async requests, which wait for its peers.
         std::lock_guard lock(world.finalizing);
         if (!world.live) return;  // already finalized
-        world.live->finalize();   // refused (nothing released) while another thread is inside a call on it
+        std::vector<CommHandle*> sub_handles;
+        {
+            std::lock_guard registry(registry_mutex);
+            sub_handles = world.subs;
+        }
+        std::vector<Communicator*> subs;
+        for (CommHandle* sub : sub_handles) subs.push_back(sub->live.get());
+        // Refused (nothing released) while another thread is inside a call on it or on a sub.
+        world.live->finalize(subs);
+        std::lock_guard registry(registry_mutex);
+        for (CommHandle* sub : sub_handles) std::unique_ptr<Communicator> released = std::move(sub->live);
+        std::erase_if(world.subs, [&](CommHandle* sub) { return std::ranges::find(sub_handles, sub) != sub_handles.end(); });
         std::unique_ptr<Communicator> released = std::move(world.live);
         return;
     }

@@ -4,6 +4,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -73,7 +74,7 @@ CommHandle& start_world(const ddp_init_options& opts) {
     return add_world([&] { return started_world(opts); });
 }
 
-std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int size) {
+std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int size, std::span<const int32_t> devices) {
     if (launched_by_mpi_launcher())
         fail(DDP_ERR_UNSUPPORTED, "ddp_init_local under an MPI launcher: one group across several processes "
                                   "(processes x threads) is not built yet; start the program without mpirun, or "
@@ -87,9 +88,9 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
     // Messages and flight recorder files name the group: a process may hold several.
     static std::atomic<int> groups_started{0};
     const std::string name = "local group " + std::to_string(++groups_started);
-    // A communicator's start meets its peers (the planes in front decide
-    // together, DDP_TIMELINE starts together): one thread per rank, as the
-    // group will run.
+    // A communicator's start meets its peers (NCCL's set-up, the planes in
+    // front decide together, DDP_TIMELINE starts together): one thread per
+    // rank, as the group will run.
     std::vector<std::unique_ptr<Communicator>> started(static_cast<size_t>(size));
     std::vector<std::exception_ptr> failures(static_cast<size_t>(size));
     {
@@ -97,9 +98,16 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
         for (size_t rank = 0; rank < started.size(); ++rank)
             starters.emplace_back([&, rank] {
                 try {
-                    started[rank] = std::make_unique<Communicator>(
-                        std::move(transports[rank]), nullptr, settings,
-                        cuda::GpuAssignment{-1, "the group from ddp_init_local was started without devices"}, name);
+                    // With devices, each rank's NCCL communicator, set up
+                    // over the group's channel as across processes.
+                    cuda::GpuAssignment gpu{-1, "the group from ddp_init_local was started without devices"};
+                    std::unique_ptr<DevicePlane> device_plane;
+                    if (!devices.empty()) {
+                        gpu = cuda::named_gpu(devices[rank]);
+                        device_plane = make_nccl_plane(*transports[rank], gpu, settings.timeout_s);
+                    }
+                    started[rank] = std::make_unique<Communicator>(std::move(transports[rank]),
+                                                                   std::move(device_plane), settings, gpu, name);
                     if (!settings.timeline_path.empty()) start_timeline(*started[rank], settings.timeline_path);
                 } catch (...) {
                     failures[rank] = std::current_exception();

@@ -5,6 +5,8 @@
 // start waits a bounded time for its peers before it releases the transport.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/comm_registry.hpp"
@@ -18,9 +20,11 @@ namespace ddp {
 CommHandle& start_world(const ddp_init_options& opts);
 
 /// ddp_init_local: ranks 0..size-1 of one group in this process (threads
-/// drive them), host memory only, for checked `opts`; their handles in rank
-/// order. A bad environment variable throws DDP_ERR_INVALID_ARGUMENT once,
-/// before any rank starts.
-std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int size);
+/// drive them) for checked `opts`; their handles in rank order. With
+/// `devices` (one each, checked >= 0), rank i runs NCCL on GPU devices[i];
+/// else host memory only. A bad environment variable throws
+/// DDP_ERR_INVALID_ARGUMENT once, before any rank starts; a failed NCCL
+/// set-up fails every rank together.
+std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int size, std::span<const int32_t> devices);
 
 }  // namespace ddp

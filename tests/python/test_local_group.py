@@ -101,3 +101,35 @@ def test_ranks_left_unfinalized_end_together_at_exit(tmp_path):
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "started [0, 1, 2]" in result.stdout
+
+
+def test_threads_split_into_sub_groups_that_reduce_apart():
+    comms = ddp.init_local(4)
+
+    def body(rank, comm):
+        # Even and odd ranks apart, ranked backwards; rank 2 joins none.
+        sub = comm.split(None if rank == 2 else rank % 2, key=-rank)
+        if sub is None:
+            return None
+        with sub:
+            return sub.rank, sub.size, sub.allreduce(np.full(1000, rank, np.int64))
+
+    results = run_ranks(comms, body)
+    assert results[2] is None
+    for rank, expected in [(0, (0, 1, 0)), (1, (1, 2, 4)), (3, (0, 2, 4))]:
+        sub_rank, sub_size, summed = results[rank]
+        assert (sub_rank, sub_size, int(summed[0])) == expected, results[rank]
+        assert np.all(summed == expected[2])
+
+
+def test_a_bad_split_color_on_one_thread_fails_its_peers_at_once():
+    import time
+    comms = ddp.init_local(3, timeout=60)
+    started = time.monotonic()
+    results = run_ranks(comms, lambda rank, comm: comm.split(-5 if rank == 1 else 0))
+    assert time.monotonic() - started < 30
+    assert isinstance(results[1], ddp.InvalidArgumentError), results[1]
+    assert "color is -5" in str(results[1])
+    for rank in (0, 2):
+        assert isinstance(results[rank], ddp.MismatchError), results[rank]
+        assert "rank 1" in str(results[rank])

@@ -58,6 +58,14 @@ std::vector<Seen> run_group(int n, const std::function<void(int, ddp_comm*, Seen
     return seen;
 }
 
+// Every call of every rank returned DDP_OK.
+void expect_all_ok(const std::vector<Seen>& seen) {
+    for (size_t rank = 0; rank < seen.size(); ++rank)
+        for (size_t k = 0; k < seen[rank].statuses.size(); ++k)
+            EXPECT_EQ(seen[rank].statuses[k], DDP_OK) << "rank " << rank << ", call " << k << ": "
+                                                      << seen[rank].messages[k];
+}
+
 class LocalGroup : public ::testing::TestWithParam<int> {};
 
 TEST_P(LocalGroup, RanksAndSizeAreTheThreads) {
@@ -189,15 +197,48 @@ TEST_P(LocalGroup, AsyncRequestsAndTheReducer) {
     });
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, LocalGroup, ::testing::Values(1, 2, 3, 4, 8));
-
-// Every call of every rank returned DDP_OK.
-void expect_all_ok(const std::vector<Seen>& seen) {
-    for (size_t rank = 0; rank < seen.size(); ++rank)
-        for (size_t k = 0; k < seen[rank].statuses.size(); ++k)
-            EXPECT_EQ(seen[rank].statuses[k], DDP_OK) << "rank " << rank << ", call " << k << ": "
-                                                      << seen[rank].messages[k];
+TEST_P(LocalGroup, SplitsMakeSubGroupsOfThreadsThatReduceApart) {
+    const int n = GetParam();
+    expect_all_ok(run_group(n, [n](int rank, ddp_comm* comm, Seen& seen) {
+        // Even and odd ranks apart, ranked backwards by key; rank 2 joins none.
+        const bool joins = rank != 2;
+        ddp_comm* sub = nullptr;
+        seen.record(ddp_comm_split(comm, joins ? rank % 2 : DDP_COLOR_UNDEFINED, -rank, nullptr, &sub));
+        if (!joins) {
+            EXPECT_EQ(sub, nullptr);
+        } else {
+            ASSERT_NE(sub, nullptr);
+            std::vector<int> members;
+            for (int r = n - 1; r >= 0; --r)
+                if (r != 2 && r % 2 == rank % 2) members.push_back(r);
+            int32_t sub_rank = -1, sub_size = -1;
+            EXPECT_EQ(ddp_rank(sub, &sub_rank), DDP_OK);
+            EXPECT_EQ(ddp_size(sub, &sub_size), DDP_OK);
+            EXPECT_EQ(sub_size, static_cast<int32_t>(members.size()));
+            EXPECT_EQ(members[static_cast<size_t>(sub_rank)], rank);
+            std::vector<int32_t> value(20000, rank);
+            ddp_tensor t = i32(value);
+            seen.record(ddp_allreduce_tensor_list(sub, &t, 1, DDP_OP_SUM, nullptr));
+            int32_t sum = 0;
+            for (int member : members) sum += member;
+            for (int32_t v : value) ASSERT_EQ(v, sum);
+        }
+        // The world still works beside its sub-groups, and the node is every thread.
+        seen.record(ddp_barrier(comm, nullptr));
+        ddp_comm* node = nullptr;
+        seen.record(ddp_comm_split_node(comm, nullptr, &node));
+        ASSERT_NE(node, nullptr);
+        int32_t node_size = -1;
+        EXPECT_EQ(ddp_size(node, &node_size), DDP_OK);
+        EXPECT_EQ(node_size, n);
+        seen.record(ddp_barrier(node, nullptr));
+        seen.record(ddp_comm_free(node));
+        // Rank 0 leaves its sub-group to ddp_finalize, which frees it with the rank.
+        if (sub != nullptr && rank != 0) seen.record(ddp_comm_free(sub));
+    }));
 }
+
+INSTANTIATE_TEST_SUITE_P(Ranks, LocalGroup, ::testing::Values(1, 2, 3, 4, 8));
 
 TEST(LocalGroupFaults, AThreadPassingAnotherListFailsEveryRankNamingIt) {
     const auto seen = run_group(3, [](int rank, ddp_comm* comm, Seen& seen) {
@@ -271,6 +312,44 @@ TEST(LocalGroupFaults, AThreadThatEndsEarlyFailsItsPeersCallAtOnce) {
         EXPECT_NE(seen[rank].statuses[0], DDP_OK);
         EXPECT_NE(seen[rank].messages[0].find("rank 0"), std::string::npos) << seen[rank].messages[0];
     }
+}
+
+// A rank's finalize frees its sub-groups too: a peer waiting in one learns it at once.
+TEST(LocalGroupFaults, AThreadThatEndsItsRankEndsItsSubGroupsPeersCallAtOnce) {
+    const auto started = std::chrono::steady_clock::now();
+    const auto seen = run_group(3, [](int rank, ddp_comm* comm, Seen& seen) {
+        ddp_comm* sub = nullptr;
+        seen.record(ddp_comm_split(comm, rank == 2 ? DDP_COLOR_UNDEFINED : 0, 0, nullptr, &sub));
+        if (rank != 1) return;  // rank 0 finalizes at once, with its sub-group; rank 2 joined none
+        std::vector<float> data(1000, 1);
+        ddp_tensor t = f32(data);
+        seen.record(ddp_allreduce_tensor_list(sub, &t, 1, DDP_OP_SUM, nullptr));
+        seen.record(ddp_comm_free(sub));
+    });
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+    for (int rank : {0, 2}) EXPECT_EQ(seen[rank].statuses, (std::vector<ddp_status>{DDP_OK, DDP_OK}));
+    ASSERT_EQ(seen[1].statuses.size(), 4u);
+    EXPECT_NE(seen[1].statuses[1], DDP_OK);
+    EXPECT_NE(seen[1].messages[1].find("rank 0"), std::string::npos) << seen[1].messages[1];
+    EXPECT_EQ(seen[1].statuses[2], DDP_OK) << seen[1].messages[2];  // its sub is still freed
+}
+
+// A thread that never splits is named in its peers' timeout.
+TEST(LocalGroupFaults, AThreadThatNeverSplitsIsNamedInItsPeersTimeout) {
+    ddp_init_options opts{};
+    ddp_init_options_init(&opts, sizeof opts);
+    opts.timeout_s = 1.5;
+    const auto seen = run_group(2, [](int rank, ddp_comm* comm, Seen& seen) {
+        if (rank == 1) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+            return;
+        }
+        ddp_comm* sub = nullptr;
+        seen.record(ddp_comm_split(comm, 0, 0, nullptr, &sub));
+        EXPECT_EQ(sub, nullptr);
+    }, &opts);
+    EXPECT_EQ(seen[0].statuses[0], DDP_ERR_TIMEOUT);
+    EXPECT_NE(seen[0].messages[0].find("rank 1"), std::string::npos) << seen[0].messages[0];
 }
 
 TEST(LocalGroupFaults, RanksSharingABufferAreRefusedOnEveryRank) {
@@ -423,7 +502,7 @@ TEST(LocalGroupCalls, ABadCallInsideAGroupFailsItAtOnceAndItsPeersAtTheEnd) {
     EXPECT_EQ(ddp_group_end(), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(ddp_last_error_message()).find("of the group"), std::string::npos) << ddp_last_error_message();
     EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
-    // A reducer call and ddp_check_replicas are refused inside a group; an end without a start too.
+    // A reducer call, ddp_check_replicas and the splits are refused inside a group; an end without a start too.
     ASSERT_EQ(ddp_group_start(), DDP_OK);
     int32_t identical = 0;
     ddp_tensor t = f32(replicas[0]);
@@ -432,6 +511,12 @@ TEST(LocalGroupCalls, ABadCallInsideAGroupFailsItAtOnceAndItsPeersAtTheEnd) {
     ddp_reducer* reducer = nullptr;
     EXPECT_EQ(ddp_reducer_create(comms[0], &t, 1, DDP_OP_SUM, nullptr, &reducer), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(ddp_last_error_message()).find("inside a group"), std::string::npos);
+    ddp_comm* sub = nullptr;
+    EXPECT_EQ(ddp_comm_split(comms[0], 0, 0, nullptr, &sub), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ddp_last_error_message()).find("ddp_comm_split returns the new communicator at once"),
+              std::string::npos) << ddp_last_error_message();
+    EXPECT_EQ(ddp_comm_split_node(comms[0], nullptr, &sub), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(sub, nullptr);
     EXPECT_EQ(ddp_group_end(), DDP_OK);  // nothing was started
     EXPECT_EQ(ddp_group_end(), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(ddp_last_error_message()).find("without an open group"), std::string::npos);
@@ -466,9 +551,10 @@ TEST(LocalGroupStart, BadArgumentsAreRefusedNamingThem) {
     EXPECT_NE(std::string(ddp_last_error_message()).find("n is 0"), std::string::npos) << ddp_last_error_message();
     EXPECT_EQ(ddp_init_local(2, nullptr, nullptr, nullptr), DDP_ERR_INVALID_ARGUMENT);
     EXPECT_NE(std::string(ddp_last_error_message()).find("comms"), std::string::npos) << ddp_last_error_message();
-    const int32_t devices[2] = {0, 1};
-    EXPECT_EQ(ddp_init_local(2, devices, nullptr, comms), DDP_ERR_UNSUPPORTED);
-    EXPECT_NE(std::string(ddp_last_error_message()).find("devices"), std::string::npos) << ddp_last_error_message();
+    const int32_t bad_devices[2] = {0, -1};
+    EXPECT_EQ(ddp_init_local(2, bad_devices, nullptr, comms), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(ddp_last_error_message()).find("devices[1] is -1"), std::string::npos)
+        << ddp_last_error_message();
     ddp_init_options opts;
     ASSERT_EQ(ddp_init_options_init(&opts, sizeof opts), DDP_OK);
     opts.backend = DDP_BACKEND_MPI;
@@ -476,6 +562,24 @@ TEST(LocalGroupStart, BadArgumentsAreRefusedNamingThem) {
     EXPECT_NE(std::string(ddp_last_error_message()).find("opts->backend"), std::string::npos)
         << ddp_last_error_message();
     EXPECT_EQ(comms[0], nullptr);  // nothing started
+}
+
+// With devices each rank sets up NCCL on its GPU; where it cannot (no GPU,
+// no NCCL, no CUDA: the machines CI runs on), every rank fails together
+// saying why, and nothing is started.
+TEST(LocalGroupStart, DevicesWithoutAGpuOrNcclFailEveryRankSayingWhy) {
+    ddp_comm* comms[2] = {nullptr, nullptr};
+    const int32_t devices[2] = {0, 0};
+    const auto started = std::chrono::steady_clock::now();
+    EXPECT_EQ(ddp_init_local(2, devices, nullptr, comms), DDP_ERR_UNSUPPORTED);
+    const std::string message = ddp_last_error_message();
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+    const bool says_why = message.find("needs a GPU on every rank") != std::string::npos ||
+                          message.find("libnccl") != std::string::npos ||
+                          message.find("built without CUDA") != std::string::npos;
+    EXPECT_TRUE(says_why) << message;
+    EXPECT_EQ(comms[0], nullptr);
+    EXPECT_EQ(comms[1], nullptr);
 }
 
 TEST(LocalGroupStart, TwoGroupsLiveAtOnceAndBesideTheWorld) {

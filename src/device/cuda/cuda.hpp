@@ -28,8 +28,10 @@ struct GpuAssignment {
     std::string unavailable_reason;
 };
 
-/// Makes GPU `local_rank % gpu_count` current (FluxMPI's round robin).
+/// GPU `local_rank % gpu_count` (FluxMPI's round robin).
 GpuAssignment assign_gpu(int local_rank);
+/// GPU `device` (>= 0), where this process sees it.
+GpuAssignment named_gpu(int device);
 
 /// Makes `device` current on the calling thread (for libddp's own threads).
 void make_current(int device);

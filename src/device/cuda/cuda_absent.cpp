@@ -13,6 +13,7 @@ const char* const reason = "this libddp was built without CUDA (rebuild with -Dc
 }  // namespace
 
 GpuAssignment assign_gpu(int) { return {-1, reason}; }
+GpuAssignment named_gpu(int) { return {-1, reason}; }
 void make_current(int) { no_cuda(); }
 DeviceScope::DeviceScope(int) { no_cuda(); }
 DeviceScope::~DeviceScope() = default;

@@ -6,7 +6,9 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <string>
 #include <utility>
+#include <variant>
 
 #include "util/pending.hpp"
 #include "device/cuda/cuda.hpp"
@@ -47,26 +49,47 @@ private:
 
 }  // namespace
 
-GpuAssignment assign_gpu(int local_rank) {
+namespace {
+
+/// How many GPUs this process sees, or why it sees none.
+std::variant<int, GpuAssignment> visible_gpus() {
     int count = 0;
     const cudaError_t error = cudaGetDeviceCount(&count);
     if (error == cudaErrorInsufficientDriver || error == cudaErrorNoDevice || (error == cudaSuccess && count == 0)) {
         cudaGetLastError();  // clear the sticky error: the CPU paths go on
         if (error != cudaErrorInsufficientDriver)
-            return {-1, "no GPU is visible to this process (cudaGetDeviceCount found none; check "
-                        "CUDA_VISIBLE_DEVICES)"};
-        return {-1, driver_installed() ? "the NVIDIA driver is older than this libddp's CUDA runtime needs (" +
-                                             error_text(error) + ")"
-                                       : "no NVIDIA driver is installed (libcuda.so.1 was not found)"};
+            return GpuAssignment{-1, "no GPU is visible to this process (cudaGetDeviceCount found none; check "
+                                     "CUDA_VISIBLE_DEVICES)"};
+        return GpuAssignment{-1, driver_installed() ? "the NVIDIA driver is older than this libddp's CUDA runtime "
+                                                      "needs (" + error_text(error) + ")"
+                                                    : "no NVIDIA driver is installed (libcuda.so.1 was not found)"};
     }
     if (error != cudaSuccess) {
         cudaGetLastError();
-        return {-1, "the CUDA runtime could not start (cudaGetDeviceCount: " + error_text(error) + ")"};
+        return GpuAssignment{-1, "the CUDA runtime could not start (cudaGetDeviceCount: " + error_text(error) + ")"};
     }
-    // Not made current here: that creates a CUDA context (GPU memory) in
-    // every process, also those of a CPU-only job on a GPU node. The nccl
-    // backend and calls on device buffers make it current when they start.
-    return {local_rank % count, ""};
+    return count;
+}
+
+}  // namespace
+
+// Neither makes the GPU current: that creates a CUDA context (GPU memory)
+// in every process, also those of a CPU-only job on a GPU node. The nccl
+// backend and calls on device buffers make it current when they start.
+GpuAssignment assign_gpu(int local_rank) {
+    const auto gpus = visible_gpus();
+    if (const auto* none = std::get_if<GpuAssignment>(&gpus)) return *none;
+    return {local_rank % std::get<int>(gpus), ""};
+}
+
+GpuAssignment named_gpu(int device) {
+    const auto gpus = visible_gpus();
+    if (const auto* none = std::get_if<GpuAssignment>(&gpus)) return *none;
+    const int count = std::get<int>(gpus);
+    if (device >= count)
+        return {-1, "device " + std::to_string(device) + " does not exist: this process sees " +
+                        std::to_string(count) + " GPU" + (count == 1 ? "" : "s") + " (check CUDA_VISIBLE_DEVICES)"};
+    return {device, ""};
 }
 
 void make_current(int device) { check(cudaSetDevice(device), "cudaSetDevice"); }

@@ -60,4 +60,13 @@ std::optional<AbortNotice> Group::notice_for(int rank) {
     return first;
 }
 
+std::shared_ptr<Group> Group::child(uint64_t split, int color, int size) {
+    std::lock_guard lock(mutex_);
+    Child& child = children_[{split, color}];
+    if (!child.group) child.group = std::make_shared<Group>(size);
+    std::shared_ptr<Group> made = child.group;
+    if (++child.taken == size) children_.erase({split, color});
+    return made;
+}
+
 }  // namespace ddp::local

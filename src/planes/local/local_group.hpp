@@ -79,6 +79,11 @@ public:
     /// a peer that stopped outranks one that only finalized.
     std::optional<AbortNotice> notice_for(int rank);
 
+    /// The group of the `size` ranks passing `color` to this group's split
+    /// number `split` (every rank numbers its splits alike): made by the
+    /// first of them to ask, forgotten once all have it.
+    std::shared_ptr<Group> child(uint64_t split, int color, int size);
+
 private:
     const int size_;
     alignas(8) std::byte doorbell_words_[8] = {};
@@ -88,6 +93,11 @@ private:
     std::vector<std::function<PeerStatus()>> status_sources_;             // under mutex_
     std::vector<AbortNotice> notices_;                                     // under mutex_, in arrival order
     bool broken_ = false;                                                  // under mutex_
+    struct Child {
+        std::shared_ptr<Group> group;
+        int taken = 0;
+    };
+    std::map<std::pair<uint64_t, int>, Child> children_;  // under mutex_
 };
 
 }  // namespace ddp::local

@@ -117,3 +117,17 @@ fn bad_groups_are_refused_naming_what_is_wrong() {
     assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
     assert!(error.message().contains("backend"), "{error}");
 }
+
+#[test]
+fn threads_split_into_sub_groups_that_reduce_apart() {
+    let results = on_threads(Comm::init_local(4).unwrap(), |comm| {
+        // Even and odd ranks apart, ranked backwards; rank 2 joins none.
+        let rank = comm.rank();
+        let color = if rank == 2 { None } else { Some(rank as u32 % 2) };
+        let sub = comm.split(color, -rank).unwrap()?;
+        let mut value = vec![i64::from(rank); 1000];
+        sub.allreduce(&mut [&mut value], Op::Sum).unwrap();
+        Some((sub.rank(), sub.size(), value[999]))
+    });
+    assert_eq!(results, vec![Some((0, 1, 0)), Some((1, 2, 4)), None, Some((0, 2, 4))]);
+}
