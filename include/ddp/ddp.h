@@ -848,15 +848,22 @@ DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t worl
  * turn) and frees its live sub-communicators: a peer's later call fails
  * naming the rank that finalized.
  *
- * Not built yet, each refused with DDP_ERR_UNSUPPORTED: `devices` (pass
- * NULL: one NCCL communicator per device is to come), and several
- * processes of such groups under one launcher.
- * Local: starts no MPI and waits for no other process.
+ * `devices`: NULL for host memory only; else `n` CUDA device ids, and
+ * rank i runs NCCL on GPU devices[i] (its own NCCL communicator, set up as
+ * the nccl backend's, DDP_NCCL_LIBRARY included; ranks sharing a GPU need
+ * NCCL 2.30 or newer with NCCL_MULTI_RANK_GPU_ENABLE=1): device buffers
+ * move through NCCL, host buffers through the in-process plane.
  *
- * Returns DDP_ERR_INVALID_ARGUMENT (NULL `comms`; `n` outside 1..4096; an
- * options field, or `opts->backend` other than DDP_BACKEND_AUTO, or an
- * MPI communicator passed in opts: the group has its own transport; a bad
- * environment variable), DDP_ERR_UNSUPPORTED (`devices` not NULL).
+ * Not built yet: several processes of such groups under one launcher
+ * (refused with DDP_ERR_UNSUPPORTED). Local: starts no MPI and waits for
+ * no other process.
+ *
+ * Returns DDP_ERR_INVALID_ARGUMENT (NULL `comms`; `n` outside 1..4096; a
+ * negative device id; an options field, or `opts->backend` other than
+ * DDP_BACKEND_AUTO, or an MPI communicator passed in opts: the group has
+ * its own transport; a bad environment variable), DDP_ERR_UNSUPPORTED (no
+ * GPU devices[i], no CUDA, no NCCL: on every rank, saying why),
+ * DDP_ERR_BACKEND (NCCL's set-up failed).
  */
 DDP_API ddp_status ddp_init_local(int32_t n, const int32_t* devices, const ddp_init_options* opts,
                                   ddp_comm** comms);

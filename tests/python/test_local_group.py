@@ -89,6 +89,21 @@ def test_bad_arguments_raise_naming_them():
         ddp.init_local(2.0)
     with pytest.raises(ddp.InvalidArgumentError):
         ddp.init_local(2, timeout=-1)
+    with pytest.raises(ValueError, match="one CUDA device id per rank"):
+        ddp.init_local(2, devices=[0])
+    with pytest.raises(ddp.InvalidArgumentError, match=r"devices\[1\] is -1"):
+        ddp.init_local(2, devices=[0, -1])
+
+
+def test_devices_where_no_gpu_can_run_nccl_raise_saying_why():
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            pytest.skip("a GPU is here: scripts/gpu-proof runs the device group")
+    except Exception:  # noqa: BLE001 (no CuPy, or no driver: no GPU)
+        pass
+    with pytest.raises(ddp.UnsupportedError, match="GPU|NCCL|nccl|CUDA"):
+        ddp.init_local(2, devices=[0, 0])
 
 
 def test_ranks_left_unfinalized_end_together_at_exit(tmp_path):

@@ -42,15 +42,18 @@ MPI; refused under `mpirun` (one group across processes is not built yet).
 
     DDP.replicate(x, devices::AbstractVector{<:Integer})
 
-One copy per CUDA device: not built yet, refused with `DDP_ERR_UNSUPPORTED`.
+One copy per CUDA device (CuArrays, through the CUDA extension): not built yet in
+Julia, refused with `DDP_ERR_UNSUPPORTED` (C's `ddp_init_local` takes devices).
 """
 function replicate(x, n::Integer; timeout_s = 0.0)
     n isa Bool && throw(ArgumentError("n: expected the number of replicas, got $n"))
-    return replicas_of(x, init_local(n, nothing, timeout_s))
+    return replicas_of(x, init_local(n, timeout_s))
 end
 
 function replicate(x, devices::AbstractVector{<:Integer}; timeout_s = 0.0)
-    return replicas_of(x, init_local(length(devices), Int32.(devices), timeout_s))
+    throw(DDPError(LibDDP.DDP_ERR_UNSUPPORTED,
+                   "DDP.replicate(x, devices): copies on GPUs (each moved to its device through " *
+                   "CUDA.jl) are not built yet in Julia; C's ddp_init_local takes devices"))
 end
 
 """A deep copy of `x` for each of `comms`' ranks; the ranks are ended if copying fails."""
@@ -78,12 +81,12 @@ function finalize_group!(comms::Vector{Communicator})
 end
 
 """
-    init_local(n, devices, timeout_s)
+    init_local(n, timeout_s)
 
-`n` communicators of one in-process group (`ddp_init_local`); `devices` is `nothing` or
-one CUDA device id per rank. libddp checks `n` and the options and names what is wrong.
+`n` communicators of one in-process group on host memory (`ddp_init_local`). libddp
+checks `n` and the options and names what is wrong.
 """
-function init_local(n::Integer, devices, timeout_s)
+function init_local(n::Integer, timeout_s)
     reason = seconds_error("timeout_s", timeout_s, "0: DDP_TIMEOUT_S, else 1800")
     reason === nothing || throw(ArgumentError(reason))
     typemin(Int32) <= n <= typemax(Int32) ||
@@ -93,8 +96,7 @@ function init_local(n::Integer, devices, timeout_s)
     opts[] = LibDDP.ddp_init_options(opts[].struct_size, opts[].backend, opts[].mpi_comm_fortran,
                                      seconds(timeout_s), opts[].hang_watchdog_s)
     handles = fill(Ptr{LibDDP.ddp_comm}(C_NULL), max(Int(n), 1))  # libddp names a bad n itself
-    ids = devices === nothing ? C_NULL : devices
-    GC.@preserve devices check(LibDDP.ddp_init_local(Int32(n), ids, opts, handles))
+    check(LibDDP.ddp_init_local(Int32(n), C_NULL, opts, handles))
     return [Communicator(handle) for handle in handles[1:n]]
 end
 

@@ -190,29 +190,42 @@ def init(comm=None, backend="auto", timeout=None, log_to_python=True, hang_watch
     return _world
 
 
-def init_local(n, timeout=None, log_to_python=True):
-    """Starts n ranks of one group inside this process (experimental; host
-    memory so far) and returns their Communicators, rank i at index i: for a
-    program that drives several replicas from threads, without a launcher or
-    MPI (Conflux.jl's way). Use each from one thread at a time; libddp
-    releases the GIL inside every call, so the threads' collectives meet, and
+def init_local(n, timeout=None, log_to_python=True, devices=None):
+    """Starts n ranks of one group inside this process (experimental) and
+    returns their Communicators, rank i at index i: for a program that
+    drives several replicas from threads, without a launcher or MPI
+    (Conflux.jl's way). Use each from one thread at a time; libddp releases
+    the GIL inside every call, so the threads' collectives meet, and
     everything that holds across processes holds between them (a thread
     passing another list raises MismatchError on every rank, a thread that
-    never calls is named in its peers' TimeoutError). End each with
-    finalize(), which waits for no peer (a peer's later call raises naming
-    the rank); ranks left are finalized at interpreter exit. timeout and
-    log_to_python: as for init()."""
+    never calls is named in its peers' TimeoutError). split() makes
+    sub-groups of threads. End each with finalize(), which waits for no peer
+    (a peer's later call raises naming the rank); ranks left are finalized
+    at interpreter exit. timeout and log_to_python: as for init().
+    devices: None for host arrays only, or n CUDA device ids: rank i then
+    runs NCCL on GPU devices[i] for GPU arrays (CuPy, torch) as the nccl
+    backend does (ranks sharing a GPU need NCCL 2.30 or newer with
+    NCCL_MULTI_RANK_GPU_ENABLE=1); UnsupportedError says why where it cannot."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"n: expected an int (the number of ranks), got {type(n).__name__}")
     options = _ffi.ddp_init_options()
     _ffi.ddp_init_options_init(options, ctypes.sizeof(options))
     if timeout is not None:
         options.timeout_s = timeout_seconds(timeout, "DDP_TIMEOUT_S, else 1800")
+    ids = None
+    if devices is not None:
+        devices = list(devices)
+        if len(devices) != n:
+            raise ValueError(f"devices: expected one CUDA device id per rank ({n}), got {len(devices)}")
+        if any(isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not -2**31 <= d < 2**31
+               for d in devices):
+            raise TypeError(f"devices: expected CUDA device ids (ints), got {devices!r}")
+        ids = (ctypes.c_int32 * n)(*devices)
     if log_to_python:
         _log_bridge.route_to_logging()
     # Room for at least one: libddp names a bad n itself.
     handles = (ctypes.POINTER(_ffi.ddp_comm) * max(n, 1))()
-    _ffi.ddp_init_local(n, None, options, handles)
+    _ffi.ddp_init_local(n, ids, options, handles)
     group = [Communicator(handles[i]) for i in range(n)]
     _exit.finalize_group_at_exit(group)
     return group

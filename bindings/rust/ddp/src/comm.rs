@@ -213,7 +213,7 @@ impl Comm {
     }
 
     /// Starts `n` ranks of one group inside this process (experimental; host
-    /// memory so far) and returns them, rank i at index i: for a program
+    /// memory, or GPUs with [`Comm::init_local_on`]) and returns them, rank i at index i: for a program
     /// that drives several replicas from threads, without a launcher or MPI
     /// (Conflux.jl's way). Move each [`Comm`] to the thread that uses it;
     /// a collective completes once every rank has called it, and what holds
@@ -248,6 +248,35 @@ impl Comm {
     /// apply; a backend other than `Auto` or an MPI communicator is refused
     /// (the group has its own transport).
     pub fn init_local_with(n: usize, options: &InitOptions) -> Result<Vec<Comm>> {
+        Self::start_local(n, None, options)
+    }
+
+    /// [`Comm::init_local_with`] with a rank per CUDA device: rank i runs
+    /// NCCL on GPU `devices[i]` for device tensors, as the nccl backend does
+    /// (ranks sharing a GPU need NCCL 2.30 or newer with
+    /// `NCCL_MULTI_RANK_GPU_ENABLE=1`); host tensors move as in
+    /// [`Comm::init_local`]. Where no GPU, CUDA or NCCL can run it, every
+    /// rank fails with [`crate::ErrorKind::Unsupported`] saying why.
+    ///
+    /// ```
+    /// match ddp::Comm::init_local_on(&[0, 0], &ddp::InitOptions::default()) {
+    ///     Ok(comms) => assert_eq!(comms[1].device(), Some(0)),
+    ///     Err(error) => assert_eq!(error.kind(), ddp::ErrorKind::Unsupported), // no GPU here
+    /// }
+    /// ```
+    pub fn init_local_on(devices: &[u32], options: &InitOptions) -> Result<Vec<Comm>> {
+        let ids = devices
+            .iter()
+            .enumerate()
+            .map(|(i, &id)| {
+                i32::try_from(id).map_err(|_| Error::invalid_argument(&format!("devices[{i}] is {id}; too large")))
+            })
+            .collect::<Result<Vec<i32>>>()?;
+        Self::start_local(devices.len(), Some(&ids), options)
+    }
+
+    /// `ddp_init_local` of `n` ranks, on `devices` when given (`n` of them).
+    fn start_local(n: usize, devices: Option<&[i32]>, options: &InitOptions) -> Result<Vec<Comm>> {
         let opts = options.raw()?;
         crate::logging::route_if_logger_installed();
         let count = i32::try_from(n)
@@ -259,7 +288,8 @@ impl Comm {
         raw.try_reserve_exact(n.max(1))
             .map_err(|_| Error::invalid_argument(&format!("n is {n}; a local group has 1 to 4096 ranks")))?;
         raw.resize(n.max(1), ptr::null_mut());
-        check(unsafe { ddp_sys::ddp_init_local(count, ptr::null(), &opts, raw.as_mut_ptr()) })?;
+        let ids = devices.map_or(ptr::null(), <[i32]>::as_ptr);
+        check(unsafe { ddp_sys::ddp_init_local(count, ids, &opts, raw.as_mut_ptr()) })?;
         let mut comms = Vec::with_capacity(n);
         for &handle in &raw {
             // SAFETY: live communicators from ddp_init_local; on an error every

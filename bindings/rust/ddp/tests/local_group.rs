@@ -131,3 +131,15 @@ fn threads_split_into_sub_groups_that_reduce_apart() {
     });
     assert_eq!(results, vec![Some((0, 1, 0)), Some((1, 2, 4)), None, Some((0, 2, 4))]);
 }
+
+#[test]
+fn devices_where_no_gpu_can_run_nccl_fail_saying_why() {
+    // Where a GPU runs it, scripts/gpu-proof tests the group's data.
+    if let Err(error) = Comm::init_local_on(&[0, 0], &InitOptions::default()) {
+        assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
+        assert!(["GPU", "NCCL", "nccl", "CUDA"].iter().any(|word| error.message().contains(word)), "{error}");
+    }
+    let error = Comm::init_local_on(&[0, u32::MAX], &InitOptions::default()).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    assert!(error.message().contains("devices[1]"), "{error}");
+}
