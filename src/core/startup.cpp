@@ -15,6 +15,7 @@
 #include "device/cuda/cuda.hpp"
 #include "planes/factory.hpp"
 #include "planes/nccl/nccl_plane.hpp"
+#include "trace/timeline.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
 
@@ -88,6 +89,9 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
     // Messages and flight recorder files name the group: a process may hold several.
     static std::atomic<int> groups_started{0};
     const std::string name = "local group " + std::to_string(++groups_started);
+    // So do DDP_TIMELINE's files: "trace.json" gives "trace.local_group_1.rank0.json".
+    const std::string timeline_path =
+        settings.timeline_path.empty() ? "" : trace::tagged_path(settings.timeline_path, trace::file_tag(name));
     // A communicator's start meets its peers (NCCL's set-up, the planes in
     // front decide together, DDP_TIMELINE starts together): one thread per
     // rank, as the group will run.
@@ -108,7 +112,7 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
                     }
                     started[rank] = std::make_unique<Communicator>(std::move(transports[rank]),
                                                                    std::move(device_plane), settings, gpu, name);
-                    if (!settings.timeline_path.empty()) start_timeline(*started[rank], settings.timeline_path);
+                    if (!timeline_path.empty()) start_timeline(*started[rank], timeline_path);
                 } catch (...) {
                     failures[rank] = std::current_exception();
                 }

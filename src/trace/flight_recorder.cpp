@@ -1,12 +1,12 @@
 #include "trace/flight_recorder.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <vector>
 
+#include "trace/timeline.hpp"
 #include "util/collective_kind.hpp"
 #include "ddp/ddp.h"
 
@@ -228,9 +228,8 @@ std::string FlightRecorder::dump(const std::string& reason, const std::string& f
         return file;
     }
     // A sub-communicator's file carries its name, so that it does not
-    // overwrite the world's: letters and digits kept, the rest '_'.
-    std::string tag;
-    for (char c : communicator_) tag += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    // overwrite the world's.
+    const std::string tag = file_tag(communicator_);
     return reports_.write("ddp-flight-recorder." + (tag.empty() ? "" : tag + ".") + "rank" + std::to_string(rank_) +
                               ".json",
                           json(reason));

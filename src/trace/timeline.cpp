@@ -1,5 +1,6 @@
 #include "trace/timeline.hpp"
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -120,6 +121,19 @@ std::string per_rank_path(const std::string& path, int rank) {
     if (path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0)
         return path.substr(0, path.size() - suffix.size()) + ".rank" + r + suffix;
     return path + ".rank" + r + suffix;
+}
+
+std::string file_tag(const std::string& name) {
+    std::string tag;
+    for (char c : name) tag += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    return tag;
+}
+
+std::string tagged_path(const std::string& path, const std::string& tag) {
+    const std::string suffix = ".json";
+    if (path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0)
+        return path.substr(0, path.size() - suffix.size()) + "." + tag + suffix;
+    return path + "." + tag;
 }
 
 Timeline::~Timeline() { stop(); }

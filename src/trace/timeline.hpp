@@ -150,4 +150,12 @@ std::string with_rank(const std::string& path, int rank);
 /// else ".rankR" before a final ".json", else ".rankR.json" appended.
 std::string per_rank_path(const std::string& path, int rank);
 
+/// A communicator's name as part of a file name: letters and digits kept,
+/// the rest '_' ("local group 2" is "local_group_2").
+std::string file_tag(const std::string& name);
+
+/// `path` for one of several communicators that share it: ".TAG" before a
+/// final ".json", else appended.
+std::string tagged_path(const std::string& path, const std::string& tag);
+
 }  // namespace ddp::trace

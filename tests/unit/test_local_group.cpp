@@ -4,16 +4,20 @@
 // argument, a thread that never calls) ending every rank in bounded time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "ddp/ddp.h"
 
@@ -580,6 +584,29 @@ TEST(LocalGroupStart, DevicesWithoutAGpuOrNcclFailEveryRankSayingWhy) {
     EXPECT_TRUE(says_why) << message;
     EXPECT_EQ(comms[0], nullptr);
     EXPECT_EQ(comms[1], nullptr);
+}
+
+// DDP_TIMELINE names one path for every rank: each group's files carry its name.
+TEST(LocalGroupStart, TwoGroupsTimelinesGoToFilesOfTheirOwn) {
+    const std::filesystem::path dir =
+        std::filesystem::path(testing::TempDir()) / ("local-group-timelines-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    setenv("DDP_TIMELINE", (dir / "trace.json").c_str(), 1);
+    for (int group = 0; group < 2; ++group) {
+        std::vector<ddp_comm*> comms(2);
+        ASSERT_EQ(ddp_init_local(2, nullptr, nullptr, comms.data()), DDP_OK) << ddp_last_error_message();
+        for (ddp_comm* comm : comms) EXPECT_EQ(ddp_finalize(comm), DDP_OK) << ddp_last_error_message();
+    }
+    unsetenv("DDP_TIMELINE");
+    std::vector<std::string> files;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) files.push_back(entry.path().filename());
+    std::sort(files.begin(), files.end());
+    ASSERT_EQ(files.size(), 4u);  // 2 groups x 2 ranks, none overwritten
+    for (size_t i = 0; i < files.size(); ++i) {
+        EXPECT_EQ(files[i].rfind("trace.local_group_", 0), 0u) << files[i];
+        EXPECT_NE(files[i].find(i % 2 == 0 ? ".rank0.json" : ".rank1.json"), std::string::npos) << files[i];
+    }
+    std::filesystem::remove_all(dir);
 }
 
 TEST(LocalGroupStart, TwoGroupsLiveAtOnceAndBesideTheWorld) {
