@@ -24,11 +24,14 @@ typedef struct {
     float* of[N_TENSORS];
 } Grads;
 
-/* Exits with the library's own message when a call fails. */
+/* Exits with the library's own message when a call fails. _Exit, not exit:
+ * where ranks are threads (--local) a peer may be inside libddp, whose
+ * static objects exit() would destroy under it. */
 static void check(ddp_status status, const char* what) {
     if (status == DDP_OK) return;
     fprintf(stderr, "%s failed: %s: %s\n", what, ddp_status_name(status), ddp_last_error_message());
-    exit(2);
+    fflush(stdout);
+    _Exit(2);
 }
 
 static _Thread_local uint64_t lcg_state; /* each thread its own: ranks may be threads */
