@@ -23,7 +23,9 @@
  * ncclInProgress with the new handle still NULL, and a thread of its own
  * stores the handle when the split's job ends (the parent is in progress
  * until then); aborting the parent ends the job, which stores the handle
- * it made, and returns once it has. */
+ * it made, and returns once it has. Several threads may set up and split
+ * at once (the ranks of a local group): each split has a job of its own,
+ * and each setup records the rank, size and unique id it was given. */
 #include <nccl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -54,10 +56,22 @@ int standin_split_share = -1;
 /* How many aborts were of a communicator from ncclCommSplit. */
 int standin_split_abort_count(void) { return split_aborts; }
 
-/* The split's job: NCCL's own thread, which stores the new handle. */
-static pthread_t split_thread;
-static int split_thread_started = 0;
-static atomic_int split_pending = 0; /* the parent is in progress until the job ends */
+/* What each setup was given, by rank (up to 8); for the tests. */
+int standin_init_size[8];
+unsigned char standin_init_id[8];
+static atomic_int unique_ids = 0;
+
+/* The splits' jobs: NCCL's own threads, which store the new handles. */
+#define MAX_SPLIT_JOBS 16
+struct split_job {
+    pthread_t thread;
+    ncclComm_t* out;
+    int color;
+};
+static struct split_job split_jobs[MAX_SPLIT_JOBS];
+static int split_jobs_started = 0; /* under jobs_mutex */
+static pthread_mutex_t jobs_mutex = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int split_pending = 0; /* jobs not ended: their parents are in progress until then */
 static atomic_int parent_aborted = 0;
 
 static void pause_ms(long ms) {
@@ -66,27 +80,27 @@ static void pause_ms(long ms) {
 }
 
 #ifndef STANDIN_WITHOUT_SPLIT
-static ncclComm_t* split_out = NULL;
-static int split_color = 0;
-
 static const char* mode(void);
 
-static void* split_job(void* unused) {
-    (void)unused;
+static void* split_job(void* argument) {
+    const struct split_job* job = argument;
     if (strcmp(mode(), "split_hangs") == 0) {
         while (!atomic_load(&parent_aborted)) pause_ms(1);
     } else {
         pause_ms(20);
     }
-    *split_out = split_color == NCCL_SPLIT_NOCOLOR ? NULL : (ncclComm_t)(&standin_split_comm);
-    atomic_store(&split_pending, 0); /* after the store: a poll that sees it done sees the handle */
+    *job->out = job->color == NCCL_SPLIT_NOCOLOR ? NULL : (ncclComm_t)(&standin_split_comm);
+    atomic_fetch_sub(&split_pending, 1); /* after the store: a poll that sees it done sees the handle */
     return NULL;
 }
 #endif
 
-static void join_split_job(void) {
-    if (split_thread_started) pthread_join(split_thread, NULL);
-    split_thread_started = 0;
+/* Waits for every split job started so far. */
+static void join_split_jobs(void) {
+    pthread_mutex_lock(&jobs_mutex);
+    for (int i = 0; i < split_jobs_started; ++i) pthread_join(split_jobs[i].thread, NULL);
+    split_jobs_started = 0;
+    pthread_mutex_unlock(&jobs_mutex);
 }
 
 static const char* mode(void) {
@@ -100,13 +114,16 @@ ncclResult_t ncclGetVersion(int* version) {
 }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
-    memset(id, 7, sizeof *id);
+    memset(id, 7 + atomic_fetch_add(&unique_ids, 1), sizeof *id); /* each call its own */
     return ncclSuccess;
 }
 
 #ifndef STANDIN_WITHOUT_INIT_CONFIG
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
-    (void)nranks, (void)id, (void)rank;
+    if (rank >= 0 && rank < 8) {
+        standin_init_size[rank] = nranks;
+        standin_init_id[rank] = (unsigned char)id.internal[0];
+    }
     standin_init_share = config->splitShare;
     polls = 0;
     atomic_store(&parent_aborted, 0);
@@ -152,13 +169,24 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
         *newcomm = NULL;
         return ncclInvalidUsage;
     }
-    join_split_job();
     atomic_store(&split_comm_aborted, 0);
     *newcomm = NULL;
-    split_out = newcomm;
-    split_color = color;
-    atomic_store(&split_pending, 1);
-    split_thread_started = pthread_create(&split_thread, NULL, split_job, NULL) == 0;
+    pthread_mutex_lock(&jobs_mutex);
+    if (split_jobs_started == MAX_SPLIT_JOBS) {
+        pthread_mutex_unlock(&jobs_mutex);
+        join_split_jobs();
+        pthread_mutex_lock(&jobs_mutex);
+    }
+    struct split_job* job = &split_jobs[split_jobs_started];
+    job->out = newcomm;
+    job->color = color;
+    atomic_fetch_add(&split_pending, 1);
+    if (pthread_create(&job->thread, NULL, split_job, job) == 0) {
+        ++split_jobs_started;
+    } else {
+        atomic_fetch_sub(&split_pending, 1);
+    }
+    pthread_mutex_unlock(&jobs_mutex);
     return ncclInProgress;
 }
 #endif
@@ -166,7 +194,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
 ncclResult_t ncclCommFinalize(ncclComm_t comm) { (void)comm; return ncclSuccess; }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-    if (comm != (ncclComm_t)(&standin_split_comm)) join_split_job();
+    if (comm != (ncclComm_t)(&standin_split_comm)) join_split_jobs();
     return ncclSuccess;
 }
 
@@ -175,8 +203,8 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
         ++split_aborts;
         atomic_store(&split_comm_aborted, 1);
     } else {
-        atomic_store(&parent_aborted, 1); /* ends the split's job, which stores its handle */
-        join_split_job();
+        atomic_store(&parent_aborted, 1); /* ends the splits' jobs, which store their handles */
+        join_split_jobs();
     }
     ++aborts;
     return ncclSuccess;

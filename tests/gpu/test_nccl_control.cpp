@@ -324,6 +324,45 @@ TEST_F(NcclSplit, AHealthyTeardownFinalizesTheLauncherWithoutAborting) {
     EXPECT_EQ(abort_count(), aborts) << "finalized and destroyed, not aborted";
 }
 
+// ddp_init_local with devices: each rank's thread sets up its own NCCL
+// communicator (and launcher) over the group's channel, at once.
+TEST_F(NcclSetup, EachThreadOfALocalGroupSetsUpItsOwnCommunicatorOverTheGroupsChannel) {
+    constexpr int ranks = 3;
+    std::vector<std::unique_ptr<Transport>> transports = make_local_transports(ranks);
+    std::vector<std::unique_ptr<NcclComm>> comms(ranks);
+    {
+        std::vector<std::jthread> threads;
+        for (int rank = 0; rank < ranks; ++rank)
+            threads.emplace_back([&, rank] {
+                Transport& transport = *transports[static_cast<size_t>(rank)];
+                ControlPlane control(transport.channel(), 10, 10, 0);
+                CallContext context = control.begin(CollectiveKind::barrier, 0);
+                auto& comm = comms[static_cast<size_t>(rank)];
+                try {
+                    comm = std::make_unique<NcclComm>(*nccl, transport.channel(), *transport.host_planes().front(),
+                                                      control, context);
+                    comm->add_launcher(rank, context.deadline,
+                                       [](ddp_status, const std::string& message) { ADD_FAILURE() << message; });
+                } catch (const Error& error) {
+                    ADD_FAILURE() << "rank " << rank << ": " << error.what();
+                }
+                control.end();
+            });
+    }
+    const auto* sizes = static_cast<const int*>(dlsym(standin(), "standin_init_size"));
+    const auto* ids = static_cast<const unsigned char*>(dlsym(standin(), "standin_init_id"));
+    ASSERT_NE(sizes, nullptr);
+    ASSERT_NE(ids, nullptr);
+    for (int rank = 0; rank < ranks; ++rank) {
+        ASSERT_NE(comms[static_cast<size_t>(rank)], nullptr);
+        EXPECT_EQ(comms[static_cast<size_t>(rank)]->get(),
+                  reinterpret_cast<ncclComm_t>(dlsym(standin(), "standin_split_comm")))
+            << "rank " << rank << "'s data calls go to its launcher";
+        EXPECT_EQ(sizes[rank], ranks);
+        EXPECT_EQ(ids[rank], ids[0]) << "rank " << rank << " got rank 0's unique id through the group's channel";
+    }
+}
+
 // Run by itself (meson's nccl_control_without_split): a process keeps the first NCCL it loads.
 TEST(NcclWithoutSplit, SplitIsUnsupportedAndSaysWhy) {
     setenv("DDP_NCCL_LIBRARY", library("STANDIN_WITHOUT_SPLIT").c_str(), 1);
