@@ -148,3 +148,65 @@ def test_a_bad_split_color_on_one_thread_fails_its_peers_at_once():
     for rank in (0, 2):
         assert isinstance(results[rank], ddp.MismatchError), results[rank]
         assert "rank 1" in str(results[rank])
+
+
+def test_one_thread_drives_every_rank_in_a_group():
+    n = 3
+    comms = ddp.init_local(n)
+    replicas = [[np.full(1000, rank + 1, np.float32), np.arange(5, dtype=np.float64) * rank]
+                for rank in range(n)]
+    for _ in range(2):
+        with ddp.group():
+            results = [comm.allreduce(grads, op="avg") for comm, grads in zip(comms, replicas)]
+            assert all(isinstance(result, ddp.Grouped) and not result.done() for result in results)
+            with pytest.raises(RuntimeError, match="after the block"):
+                results[0].wait()
+    for result, grads in zip(results, replicas):
+        assert result.wait() is grads  # written in place
+        assert np.all(grads[0] == (n + 1) / 2)
+    # Numbers and new arrays come back through wait(); groups nest.
+    with ddp.group():
+        with ddp.group():
+            losses = [comm.allreduce(float(rank), op="avg") for rank, comm in enumerate(comms)]
+        gathered = [comm.allgather(np.full(2, rank, np.int32)) for rank, comm in enumerate(comms)]
+        for comm in comms:
+            comm.barrier()
+    assert [loss.wait() for loss in losses] == [1.0] * n
+    for result in gathered:
+        assert np.array_equal(result.wait(), np.repeat(np.arange(n, dtype=np.int32), 2))
+    for comm in comms:
+        comm.finalize()
+
+
+def test_calls_that_answer_at_once_are_refused_inside_a_group():
+    comms = ddp.init_local(2)
+    with ddp.group():
+        for call in (lambda: comms[0].check_replicas(np.ones(3)),
+                     lambda: comms[0].sync_optimizer_state({"step": 1}),
+                     lambda: comms[0].reducer([np.ones(3)]),
+                     lambda: comms[0].split(0)):
+            with pytest.raises(ddp.InvalidArgumentError, match=r"cannot run inside ddp.group\(\)"):
+                call()
+    # Nothing was issued, so nothing was broken: the ranks still reduce together.
+    with ddp.group():
+        sums = [comm.allreduce(np.ones(2)) for comm in comms]
+    assert all(np.all(result.wait() == 2) for result in sums)
+    for comm in comms:
+        comm.finalize()
+
+
+def test_an_exception_leaving_a_group_ends_it_at_once():
+    import time
+    comms = ddp.init_local(2, timeout=60)
+    started = time.monotonic()
+    grads = [np.ones(100, np.float32), np.ones(100, np.float32)]
+    with pytest.raises(ValueError, match="op 'median'"):
+        with ddp.group():
+            first = comms[0].allreduce(grads[0])
+            comms[1].allreduce(grads[1], op="median")  # refused: the loop never finishes
+    assert time.monotonic() - started < 30
+    assert first.done()
+    with pytest.raises(ddp.DDPError):
+        first.wait()
+    for comm in comms:
+        comm.finalize()

@@ -19,6 +19,7 @@ ddp.Op.AVG, or torch.distributed.ReduceOp.AVG). A generator of arrays, such as
 model.parameters(), is read into a list (which comes back).
 """
 from ._communicator import Communicator, ReplicaCheck, Request, SubCommunicator, init, init_local
+from ._group import Grouped, group
 from ._ops import Op
 from ._reducer import Reducer
 from ._ffi import (AlreadyInitializedError, BackendError, BufferTooSmallError, DDPError,
@@ -30,7 +31,7 @@ from ._timeline import dump_flight_recorder, timeline
 
 __version__ = _version_string().decode()
 
-__all__ = ["init", "init_local", "Op", "Communicator", "SubCommunicator", "Request", "ReplicaCheck", "Reducer", "shard_indices", "shard_count",
+__all__ = ["init", "init_local", "group", "Grouped", "Op", "Communicator", "SubCommunicator", "Request", "ReplicaCheck", "Reducer", "shard_indices", "shard_count",
            "ShardedSampler", "DDPError", "InvalidArgumentError", "MismatchError",
            "UnsupportedError", "NotInitializedError", "AlreadyInitializedError", "TimeoutError",
            "BackendError", "OutOfMemoryError", "BufferTooSmallError", "InternalError",

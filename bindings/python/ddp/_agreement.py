@@ -24,7 +24,7 @@ import re
 
 import numpy as np
 
-from . import _ffi, _trees
+from . import _ffi, _group, _trees
 from ._jit_order import wait_for_jitted_collectives
 from ._tensors import TensorList
 
@@ -89,6 +89,7 @@ class CheckedCall:
 
     def __init__(self, comm, collective, tree=None, name=None, timeout=None):
         wait_for_jitted_collectives()  # ddp/_jit_order.py: in the order they were called
+        _group.touch(comm)
         self.comm = comm
         self.collective = collective
         self._tree = tree

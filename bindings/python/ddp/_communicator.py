@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from . import _exit, _ffi, _leaf_names, _log_bridge, _trees
+from . import _exit, _ffi, _group, _leaf_names, _log_bridge, _trees
 from ._agreement import CheckedCall, collective_options, seconds, timeout_seconds
 from ._jit_order import wait_for_jitted_collectives
 from ._ops import op_value
@@ -307,7 +307,7 @@ class Communicator:
                 call, tensors, op, fusion_bytes, stream, timeout)
         call.run(_ffi.ddp_allreduce_tensor_list, self._handle, tensor_list.array,
                  len(tensor_list), reduce_op, options)
-        return staging.rebuilt(tensors, rebuild)
+        return _group.result_of(lambda: staging.rebuilt(tensors, rebuild), tensor_list)
 
     def allreduce_gradients(self, gradients, fusion_bytes=None, stream=None, timeout=None):
         """The mean of the gradients over ranks (allreduce with op="avg"), as
@@ -351,7 +351,7 @@ class Communicator:
             root = _root(root)
         call.run(_ffi.ddp_broadcast_tensor_list, self._handle, tensor_list.array,
                  len(tensor_list), root, options)
-        return staging.rebuilt(tensors, rebuild)
+        return _group.result_of(lambda: staging.rebuilt(tensors, rebuild), tensor_list)
 
     def reduce(self, tensors, op="sum", root=0, stream=None, timeout=None):
         """Reduces into root's leaves (returned as allreduce returns them); other
@@ -367,7 +367,7 @@ class Communicator:
             root = _root(root)
         call.run(_ffi.ddp_reduce_tensor_list, self._handle, tensor_list.array, len(tensor_list),
                  reduce_op, root, options)
-        return staging.rebuilt(tensors, rebuild)
+        return _group.result_of(lambda: staging.rebuilt(tensors, rebuild), tensor_list)
 
     def _sharded(self, collective, c_function, tensors, out, op, fusion_bytes, stream, timeout,
                  asynchronous=False):
@@ -385,7 +385,7 @@ class Communicator:
         arguments = (self._handle, inputs.array, outputs.array, len(inputs), *reduce_op, options)
         if not asynchronous:
             call.run(c_function, *arguments)
-            return finish()
+            return _group.result_of(finish, (inputs, outputs))
         request = ctypes.POINTER(_ffi.ddp_request)()
         call.run(c_function, *arguments, request)
         return Request(request, finish, (inputs, outputs))
@@ -456,6 +456,7 @@ class Communicator:
         in the returned tree; strings and bytes (configuration) are left alone.
         Raises MismatchError on every rank, naming the first differing leaf by
         its path, if the structures (paths, shapes, dtypes) differ."""
+        _group.refuse_inside("sync_optimizer_state", "its structure check answers at once")
         with self._checked("sync_optimizer_state", state, "state", timeout) as call:
             state = call.tree  # read here: see CheckedCall.tree
             leaves, rebuild = _trees.flatten(state)
@@ -483,6 +484,7 @@ class Communicator:
         """Whether every rank holds bitwise the same leaves (arrays, numbers, any
         tree of them); the result is falsy when not, and its message names the
         first differing leaf (by its path) and two ranks."""
+        _group.refuse_inside("check_replicas")
         with self._checked("check_replicas", tensors, "tensors", timeout) as call:
             tensors = call.tree  # read here: see CheckedCall.tree
             leaves, _ = _trees.flatten(tensors)
@@ -508,6 +510,7 @@ class Communicator:
         this communicator's. Collective: a bad color, key or timeout on one rank
         raises there and a MismatchError naming that rank on every peer.
         Release it with free() or `with comm.split(...) as sub:`."""
+        _group.refuse_inside("split", "it returns the sub-communicator at once")
         with self._checked("comm_split"):
             options = _split_options(timeout)
             arguments = (_color(color), _key(key))
@@ -518,6 +521,7 @@ class Communicator:
         ranked as here, as a SubCommunicator: for hierarchical work (reduce
         within the node, then across nodes). Every rank gets one. Collective;
         timeout as split's."""
+        _group.refuse_inside("split_node", "it returns the sub-communicator at once")
         with self._checked("comm_split_node"):
             options = _split_options(timeout)
         return _sub_communicator(_ffi.ddp_comm_split_node, self._handle, options)

@@ -29,7 +29,7 @@ import ctypes
 
 import numpy as np
 
-from . import _ffi, _leaf_names, _trees
+from . import _ffi, _group, _leaf_names, _trees
 from ._agreement import CheckedCall, collective_options
 from ._ops import op_value
 
@@ -73,6 +73,7 @@ class Reducer:
 
     def __init__(self, comm, like, op="avg", fusion_bytes=None, timeout=None):
         self._buckets = None
+        _group.refuse_inside("a reducer", "each rank's steps need a thread of their own")
         with CheckedCall(comm, "reducer_create", like, "like", timeout) as call:
             like = call.tree  # read here: see CheckedCall.tree
             leaves, rebuild = _trees.flatten(like)
