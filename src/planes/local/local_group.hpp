@@ -56,10 +56,11 @@ public:
     /// This rank is done with the round; the last to leave drops it.
     void leave(Lane lane, uint64_t number, Round& round);
 
-    /// Counts `who` in (`arrived` or `finished`) and wakes sleeping peers.
+    /// Counts `who` in (`arrived` or `finished`). A waiter waits for every
+    /// rank to count in, so only the last one wakes the sleeping peers: a
+    /// round rings once, not once per rank (n wake-ups each time).
     void count_in(std::atomic<int>& who) {
-        who.fetch_add(1, std::memory_order_acq_rel);
-        doorbell_.ring();
+        if (who.fetch_add(1, std::memory_order_acq_rel) + 1 == size_) doorbell_.ring();
     }
     /// Sleeps until a peer counts itself in somewhere, or `until`, unless `moved()`.
     bool sleep_unless(const std::function<bool()>& moved, Clock::time_point until) {
