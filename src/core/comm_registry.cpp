@@ -79,7 +79,8 @@ void finalize_world(CommHandle& world) {
         world.live->finalize(subs);
         std::lock_guard registry(registry_mutex);
         for (CommHandle* sub : sub_handles) std::unique_ptr<Communicator> released = std::move(sub->live);
-        std::erase_if(world.subs, [&](CommHandle* sub) { return std::ranges::find(sub_handles, sub) != sub_handles.end(); });
+        std::erase_if(world.subs,
+                      [&](CommHandle* sub) { return std::ranges::find(sub_handles, sub) != sub_handles.end(); });
         std::unique_ptr<Communicator> released = std::move(world.live);
         return;
     }

@@ -69,21 +69,44 @@ void refuse_shared_buffers(const Round& round, size_t recv_bytes, size_t send_by
     }
 }
 
+/// Ranks meet in data round k because each starts its k-th operation there
+/// (the caller's thread and the async worker number them in call order,
+/// which agreement made the same on every rank). Each rank's round carries
+/// its operation's shape, so that a numbering slip is an error, never one
+/// rank's buffers combined with another operation's.
+void refuse_different_operations(const Round& round, int rank, uint64_t number) {
+    const auto& mine = round.shapes[static_cast<size_t>(rank)];
+    for (size_t peer = 0; peer < round.shapes.size(); ++peer)
+        if (round.shapes[peer] != mine)
+            fail(DDP_ERR_INTERNAL,
+                 "data operation #" + std::to_string(number + 1) + " of the local group is not the same on ranks " +
+                     std::to_string(std::min<size_t>(peer, static_cast<size_t>(rank))) + " and " +
+                     std::to_string(std::max<size_t>(peer, static_cast<size_t>(rank))) +
+                     " (operation, count, type or root differ): a libddp bug; please report it");
+}
+
 }  // namespace
 
 std::span<const Capability> InProcessPlane::capabilities() const { return local_capabilities; }
 
-std::unique_ptr<Pending> InProcessPlane::start(const void* send, void* recv, std::function<void(Round&)> work) {
+std::unique_ptr<Pending> InProcessPlane::start(const void* send, void* recv, Shape shape,
+                                               std::function<void(Round&)> work) {
     const uint64_t number = next_round_.fetch_add(1, std::memory_order_relaxed);
     std::shared_ptr<Round> round = group_->round(Lane::data, number);
     round->send[static_cast<size_t>(rank_)] = static_cast<const std::byte*>(send);
     round->recv[static_cast<size_t>(rank_)] = static_cast<std::byte*>(recv);
+    round->shapes[static_cast<size_t>(rank_)] = {static_cast<uint64_t>(shape.op), static_cast<uint64_t>(shape.count),
+                                                 static_cast<uint64_t>(shape.dtype), static_cast<uint64_t>(shape.detail)};
     group_->count_in(round->arrived);
-    return std::make_unique<RoundPending>(group_, Lane::data, number, std::move(round), std::move(work), true);
+    auto checked = [rank = rank_, number, work = std::move(work)](Round& met) {
+        refuse_different_operations(met, rank, number);
+        work(met);
+    };
+    return std::make_unique<RoundPending>(group_, Lane::data, number, std::move(round), std::move(checked), true);
 }
 
 std::unique_ptr<Pending> InProcessPlane::start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) {
-    return start(data, data, [this, count, dtype, op](Round& round) {
+    return start(data, data, {DataOp::allreduce, count, dtype, op}, [this, count, dtype, op](Round& round) {
         const auto element = static_cast<int64_t>(element_size(dtype));
         refuse_shared_buffers(round, static_cast<size_t>(count * element), 0);
         const auto [first, end] = part_of(count, group_->size(), rank_);
@@ -96,7 +119,8 @@ std::unique_ptr<Pending> InProcessPlane::start_allreduce(void* data, int64_t cou
 
 std::unique_ptr<Pending> InProcessPlane::start_reduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op,
                                                       int root) {
-    return start(data, data, [this, count, dtype, op, root](Round& round) {
+    const Shape shape{DataOp::reduce, count, dtype, static_cast<int64_t>(op) << 32 | root};
+    return start(data, data, shape, [this, count, dtype, op, root](Round& round) {
         const auto element = static_cast<int64_t>(element_size(dtype));
         refuse_shared_buffers(round, static_cast<size_t>(count * element), 0);
         const auto [first, end] = part_of(count, group_->size(), rank_);
@@ -109,7 +133,7 @@ std::unique_ptr<Pending> InProcessPlane::start_reduce(void* data, int64_t count,
 }
 
 std::unique_ptr<Pending> InProcessPlane::start_broadcast(void* data, int64_t bytes, int root) {
-    return start(data, data, [this, bytes, root](Round& round) {
+    return start(data, data, {DataOp::broadcast, bytes, DDP_DTYPE_U8, root}, [this, bytes, root](Round& round) {
         refuse_shared_buffers(round, static_cast<size_t>(bytes), 0);
         if (rank_ != root) std::memcpy(round.recv[static_cast<size_t>(rank_)], round.recv[static_cast<size_t>(root)],
                                        static_cast<size_t>(bytes));
@@ -118,7 +142,7 @@ std::unique_ptr<Pending> InProcessPlane::start_broadcast(void* data, int64_t byt
 
 std::unique_ptr<Pending> InProcessPlane::start_allgather(const void* send, void* recv, int64_t count,
                                                          ddp_dtype dtype) {
-    return start(send, recv, [this, count, dtype](Round& round) {
+    return start(send, recv, {DataOp::allgather, count, dtype, 0}, [this, count, dtype](Round& round) {
         const auto block = static_cast<size_t>(count) * element_size(dtype);
         refuse_shared_buffers(round, block * round.recv.size(), block);
         std::byte* out = round.recv[static_cast<size_t>(rank_)];
@@ -129,7 +153,7 @@ std::unique_ptr<Pending> InProcessPlane::start_allgather(const void* send, void*
 
 std::unique_ptr<Pending> InProcessPlane::start_reduce_scatter(const void* send, void* recv, int64_t count,
                                                               ddp_dtype dtype, ddp_op op) {
-    return start(send, recv, [this, count, dtype, op](Round& round) {
+    return start(send, recv, {DataOp::reduce_scatter, count, dtype, op}, [this, count, dtype, op](Round& round) {
         const auto element = static_cast<int64_t>(element_size(dtype));
         refuse_shared_buffers(round, static_cast<size_t>(count * element),
                               static_cast<size_t>(count * element) * round.send.size());
@@ -144,7 +168,7 @@ std::unique_ptr<Pending> InProcessPlane::start_reduce_scatter(const void* send, 
 
 std::unique_ptr<Pending> InProcessPlane::start_alltoall(const void* send, void* recv, int64_t count,
                                                         ddp_dtype dtype) {
-    return start(send, recv, [this, count, dtype](Round& round) {
+    return start(send, recv, {DataOp::alltoall, count, dtype, 0}, [this, count, dtype](Round& round) {
         const auto block = static_cast<size_t>(count) * element_size(dtype);
         refuse_shared_buffers(round, block * round.recv.size(), block * round.send.size());
         std::byte* out = round.recv[static_cast<size_t>(rank_)];

@@ -6,6 +6,7 @@
 // rank to reach it and dropped once every rank has left it.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -28,11 +29,12 @@ namespace ddp::local {
 struct Round {
     explicit Round(int size)
         : words(static_cast<size_t>(size)), bytes(static_cast<size_t>(size)), send(static_cast<size_t>(size)),
-          recv(static_cast<size_t>(size)) {}
+          recv(static_cast<size_t>(size)), shapes(static_cast<size_t>(size)) {}
     std::vector<std::vector<uint64_t>> words;   ///< control: each rank's words
     std::vector<std::vector<std::byte>> bytes;  ///< control: each rank's small buffer to reduce
     std::vector<const std::byte*> send;         ///< data: each rank's input
     std::vector<std::byte*> recv;               ///< data: each rank's output (in place: the input)
+    std::vector<std::array<uint64_t, 4>> shapes;  ///< data: each rank's operation, count, dtype, root/reduction
     std::atomic<int> arrived{0};
     std::atomic<int> finished{0};  ///< data: ranks that did their part (peers may write until all have)
     std::atomic<int> left{0};
