@@ -78,11 +78,12 @@ end
     rank_code(name, rank)
 
 `rank` (argument `name`: a root) as the `int32_t` libddp takes; an `ArgumentError`
-(refused by `refusing`) when it does not fit one. Its value is libddp's to check, as
-for a C caller (a rank of the communicator).
+(refused by `refusing`, so the peers fail at once) when it is not an integer that fits
+one (`1.5`, `true`). Its value is libddp's to check, as for a C caller (a rank of the
+communicator).
 """
-function rank_code(name, rank::Integer)
-    typemin(Int32) <= rank <= typemax(Int32) && !(rank isa Bool) && return Int32(rank)
+function rank_code(name, rank)
+    rank isa Integer && !(rank isa Bool) && typemin(Int32) <= rank <= typemax(Int32) && return Int32(rank)
     throw(ArgumentError("$name $(repr(rank)): expected a rank, an integer that fits in 32 bits"))
 end
 
@@ -213,7 +214,7 @@ end
 Copies rank `root`'s `v` (an array, or a `Tuple`/`Vector` of arrays) into every other
 rank's `v` in place and returns it (`FluxMPI.bcast!`). `root` is 0-based, as ranks are.
 """
-function bcast!(v, root::Integer = 0, comm::Communicator = world();
+function bcast!(v, root = 0, comm::Communicator = world();
                 fusion_bytes = nothing, timeout_s = nothing)
     arrays = array_list(v)
     names = list_names(v, arrays)
@@ -235,7 +236,7 @@ end
 Reduces every rank's `v` with `op` into rank `root`'s `v` (`FluxMPI.reduce!`); the
 other ranks' `v` are left unchanged. Returns `v`.
 """
-function reduce!(v, op = +, root::Integer = 0, comm::Communicator = world();
+function reduce!(v, op = +, root = 0, comm::Communicator = world();
                  fusion_bytes = nothing, timeout_s = nothing)
     arrays = array_list(v)
     names = list_names(v, arrays)

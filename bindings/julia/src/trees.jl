@@ -91,7 +91,7 @@ returned tree: `ps = synchronize!(ps)`. libddp first checks that every rank hold
 same structure; otherwise every rank gets a `DDPError` (`DDP_ERR_MISMATCH`) and
 nothing is overwritten.
 """
-function synchronize!(ps; root_rank::Integer = 0, comm::Communicator = world(),
+function synchronize!(ps; root_rank = 0, comm::Communicator = world(),
                       fusion_bytes = nothing, timeout_s = nothing)
     leaves = tree_leaves(ps)
     names = leaf_names(ps, leaves.arrays)

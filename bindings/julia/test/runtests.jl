@@ -754,6 +754,10 @@ testset("a bad op, root or option of the wrong kind on one rank fails every peer
             (() -> allreduce!(ones(2), +; fusion_bytes = rank == bad ? 1.5 : 1024), "allreduce",
              "fusion_bytes 1.5: expected an integer number of bytes"),
             (() -> bcast!(ones(2), rank == bad ? 2^40 : 0), "broadcast", "root 1099511627776: expected a rank"),
+            (() -> bcast!(ones(2), rank == bad ? 1.5 : 0), "broadcast", "root 1.5: expected a rank"),
+            (() -> reduce!(ones(2), +, rank == bad ? 0.0 : 0), "reduce", "root 0.0: expected a rank"),
+            (() -> synchronize!((w = ones(2),); root_rank = rank == bad ? 1.0 : 0), "sync_optimizer_state",
+             "root_rank 1.0: expected a rank"),
             (() -> synchronize!((w = ones(2),); root_rank = rank == bad ? true : 0), "sync_optimizer_state",
              "root_rank true: expected a rank"))
         started = time()
