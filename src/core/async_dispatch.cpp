@@ -80,7 +80,10 @@ Request start_in_background(Communicator& comm, CollectiveCall call) {
 }  // namespace
 
 Request start_collective(Communicator& comm, CollectiveCall call) {
-    return runs_on_gpu(comm, call) ? start_on_gpu(comm, call) : start_in_background(comm, std::move(call));
+    // Ranks that are threads of one process may be driven by one thread (a
+    // group, or async calls in turn): their agreement must not wait on it.
+    const bool on_caller_thread = runs_on_gpu(comm, call) && !comm.transport().ranks_in_one_process();
+    return on_caller_thread ? start_on_gpu(comm, call) : start_in_background(comm, std::move(call));
 }
 
 void throw_if_failed(RequestState& state) {

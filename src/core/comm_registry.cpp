@@ -77,11 +77,12 @@ void finalize_world(CommHandle& world) {
         for (CommHandle* sub : sub_handles) subs.push_back(sub->live.get());
         // Refused (nothing released) while another thread is inside a call on it or on a sub.
         world.live->finalize(subs);
+        std::vector<std::unique_ptr<Communicator>> released;  // destroyed after the lock
         std::lock_guard registry(registry_mutex);
-        for (CommHandle* sub : sub_handles) std::unique_ptr<Communicator> released = std::move(sub->live);
+        for (CommHandle* sub : sub_handles) released.push_back(std::move(sub->live));
         std::erase_if(world.subs,
                       [&](CommHandle* sub) { return std::ranges::find(sub_handles, sub) != sub_handles.end(); });
-        std::unique_ptr<Communicator> released = std::move(world.live);
+        released.push_back(std::move(world.live));
         return;
     }
     std::lock_guard lock(registry_mutex);
@@ -97,6 +98,10 @@ void finalize_world(CommHandle& world) {
 }
 
 void free_sub(CommHandle& sub) {
+    // A local group's rank finalizes its subs outside the registry's lock,
+    // under its own: a sub is freed before that, or found gone after it.
+    std::unique_lock<std::mutex> world_finalizing;
+    if (sub.world->in_local_group) world_finalizing = std::unique_lock(sub.world->finalizing);
     if (!sub.live) return;  // already freed (or finalized with its world)
     sub.live->finalize();   // refused (nothing released) while another thread is inside a call on it
     std::lock_guard lock(registry_mutex);

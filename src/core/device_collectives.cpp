@@ -21,8 +21,12 @@ void run_device_data_phase(Communicator& comm, CallContext& context, const Colle
     DevicePlane& plane = *comm.planes().device();
     // The per-thread default stream names another stream on NCCL's own
     // threads: the work goes on libddp's stream, joined to the caller's by
-    // an event each way.
-    const bool joined = cuda::is_per_thread(call.stream);
+    // an event each way. Ranks that are threads of one process may share a
+    // GPU and so the caller's stream, where one rank's kernel would wait
+    // behind its peer's for ever: each runs on its own stream, and its call
+    // ends once the GPU is done (a host wait, held to the deadline).
+    const bool in_process = comm.transport().ranks_in_one_process();
+    const bool joined = in_process || cuda::is_per_thread(call.stream);
     void* stream = joined ? comm.own_stream() : call.stream;
     if (joined) {
         cuda::Event reached;
@@ -47,7 +51,10 @@ void run_device_data_phase(Communicator& comm, CallContext& context, const Colle
     };
     auto event = plane.watch(stream, context.deadline, call_name(static_cast<uint64_t>(call.kind), context.label),
                              std::move(end));
-    if (joined) event->make_wait(call.stream);
+    if (in_process)
+        comm.control().wait(context, cuda::pending_until_done(stream), WaitStyle::for_data);
+    else if (joined)
+        event->make_wait(call.stream);
     if (request) request->event = std::move(event);
 }
 

@@ -1,6 +1,8 @@
 #include "core/split.hpp"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "control/agreement.hpp"
 #include "control/control_plane.hpp"
@@ -30,7 +32,17 @@ std::unique_ptr<Communicator> split_communicator(Communicator& parent, const Spl
     const bool by_node = request.kind == CollectiveKind::comm_split_node;
     const int color = by_node ? channel.node_leader() : request.color;
     const int key = by_node ? channel.rank() : request.key;
-    std::unique_ptr<Transport> sub = parent.transport().split(color, key, context.deadline);
+    // Every rank's color and key, for transports that make the new groups
+    // themselves (a local group's); held to the call's deadline as any wait.
+    const uint64_t mine[2] = {static_cast<uint64_t>(static_cast<int64_t>(color)),
+                              static_cast<uint64_t>(static_cast<int64_t>(key))};
+    std::vector<std::vector<uint64_t>> by_rank;
+    control.wait(context, channel.start_allgather_u64(mine, by_rank), WaitStyle::for_peers);
+    std::vector<std::pair<int, int>> every_rank;
+    for (const auto& words : by_rank)
+        every_rank.emplace_back(static_cast<int>(static_cast<int64_t>(words.at(0))),
+                                static_cast<int>(static_cast<int64_t>(words.at(1))));
+    std::unique_ptr<Transport> sub = parent.transport().split(color, key, every_rank, context.deadline);
     std::unique_ptr<DevicePlane> sub_device;
     if (DevicePlane* device = parent.planes().device())
         sub_device = device->split(color, key, sub ? &sub->channel() : nullptr, context.deadline);

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "control/channel.hpp"
@@ -21,13 +23,19 @@ public:
     virtual ControlChannel& channel() = 0;
     /// The transport's own host data planes, best first.
     virtual std::vector<HostPlane*> host_planes() = 0;
+    /// Whether every rank is a thread of this process (ddp_init_local):
+    /// ranks may then share a GPU, and one thread may drive them all.
+    virtual bool ranks_in_one_process() const { return false; }
     /// The ranks passing the same `color` (>= 0), ranked by `key` then by
     /// rank, as a new transport with channels of its own; nullptr on a rank
-    /// passing a negative color. Collective over this transport's ranks;
-    /// called once agreement has seen every rank in the call, so that the
+    /// passing a negative color. `every_rank` is each rank's (color, key),
+    /// already exchanged (empty where the caller knows the transport
+    /// exchanges them itself, as MPI_Comm_split does). Collective over this transport's ranks; called
+    /// once agreement has seen every rank in the call, so that the
     /// transport's own blocking steps (MPI_Comm_split) find every peer
     /// there. What can be polled is held to `deadline`.
-    virtual std::unique_ptr<Transport> split(int color, int key, Clock::time_point deadline) = 0;
+    virtual std::unique_ptr<Transport> split(int color, int key, std::span<const std::pair<int, int>> every_rank,
+                                             Clock::time_point deadline) = 0;
     /// Releases the transport. With `peers_present` false nothing collective
     /// is called (MPI is left running so the process can still exit).
     virtual void finalize(bool peers_present) = 0;

@@ -168,9 +168,11 @@ std::unique_ptr<HostPlane> make_hierarchical_plane(Transport& transport, ShmRequ
     if (!finished_by(channel.start_max_u64(words), deadline))
         fail(DDP_ERR_TIMEOUT, "setting up the hierarchical plane: not every rank took part within the timeout");
     if (words[0] == 0 || words[1] < 2) return nullptr;
-    NodeStage node_reduce{transport.split(channel.node_leader(), channel.rank(), deadline), nullptr};
-    std::unique_ptr<Transport> leaders = transport.split(channel.local_rank() == 0 ? 0 : -1, channel.rank(), deadline);
-    NodeStage node_broadcast{transport.split(channel.node_leader(), channel.rank(), deadline), nullptr};
+    // MPI's own split exchanges the colors: no table (the plane runs over MPI).
+    NodeStage node_reduce{transport.split(channel.node_leader(), channel.rank(), {}, deadline), nullptr};
+    std::unique_ptr<Transport> leaders =
+        transport.split(channel.local_rank() == 0 ? 0 : -1, channel.rank(), {}, deadline);
+    NodeStage node_broadcast{transport.split(channel.node_leader(), channel.rank(), {}, deadline), nullptr};
     // Each node's ranks decide together (make_shm_plane is collective over
     // the node transport's channel, and both answers are alike on its
     // ranks); nodes may differ, as their stages never meet.

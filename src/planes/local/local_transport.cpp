@@ -5,7 +5,6 @@
 // so nothing here looks for dead peers; a thread that stops calling is
 // named by its peers' timeout, from the status the group reads off it.
 #include <algorithm>
-#include <array>
 #include <string>
 #include <cstring>
 
@@ -34,6 +33,7 @@ public:
     const char* name() const override { return "local"; }
     ControlChannel& channel() override { return *this; }
     std::vector<HostPlane*> host_planes() override { return {&plane_}; }
+    bool ranks_in_one_process() const override { return true; }
 
     int rank() const override { return rank_; }
     int size() const override { return group_->size(); }
@@ -101,45 +101,25 @@ public:
     // Peers stop reading this rank's status before its control plane goes.
     void finalize(bool) override { group_->set_status_source(rank_, nullptr); }
 
-    // Every rank's color and key meet in a control round; the ranks of one
-    // color share a new group, made by the first of them to get there.
-    std::unique_ptr<Transport> split(int color, int key, Clock::time_point deadline) override {
+    // The ranks of one color share a new group, made by the first of them
+    // to get there.
+    std::unique_ptr<Transport> split(int color, int key, std::span<const std::pair<int, int>> every_rank,
+                                     Clock::time_point) override {
         const uint64_t number = splits_++;
-        const std::array<uint64_t, 2> mine{static_cast<uint64_t>(static_cast<int64_t>(color)),
-                                           static_cast<uint64_t>(static_cast<int64_t>(key))};
-        std::vector<std::vector<uint64_t>> by_rank;
-        wait_for_peers(start_allgather_u64(mine, by_rank), deadline);
+        if (every_rank.size() != static_cast<size_t>(size()))
+            fail(DDP_ERR_INTERNAL, "a local group's split needs every rank's color and key");
         if (color < 0) return nullptr;
-        std::vector<std::pair<int64_t, int>> members;  // (key, rank) of this color's ranks
-        for (int peer = 0; peer < size(); ++peer) {
-            const auto& theirs = by_rank[static_cast<size_t>(peer)];
-            if (static_cast<int64_t>(theirs[0]) == color) members.emplace_back(static_cast<int64_t>(theirs[1]), peer);
-        }
+        std::vector<std::pair<int, int>> members;  // (key, rank) of this color's ranks
+        for (int peer = 0; peer < size(); ++peer)
+            if (every_rank[static_cast<size_t>(peer)].first == color)
+                members.emplace_back(every_rank[static_cast<size_t>(peer)].second, peer);
         std::sort(members.begin(), members.end());
-        const auto me = std::find(members.begin(), members.end(), std::pair<int64_t, int>{key, rank_});
-        const int sub_size = static_cast<int>(members.size());
-        return std::make_unique<LocalTransport>(group_->child(number, color, sub_size),
+        const auto me = std::find(members.begin(), members.end(), std::pair<int, int>{key, rank_});
+        return std::make_unique<LocalTransport>(group_->child(number, color, static_cast<int>(members.size())),
                                                 static_cast<int>(me - members.begin()));
     }
 
 private:
-    /// Drives `pending` to its end: every peer is on its way (agreement saw
-    /// them all in the call), so only a peer that stopped, or `deadline`,
-    /// ends it early.
-    void wait_for_peers(std::unique_ptr<Pending> pending, Clock::time_point deadline) {
-        while (!pending->test()) {
-            const std::optional<AbortNotice> notice = group_->notice_for(rank_);
-            const bool late = Clock::now() >= deadline;
-            if (notice || late) {
-                abandon(std::move(pending));
-                if (late) fail(DDP_ERR_TIMEOUT, "ddp_comm_split: the group's peers did not all take part in time");
-                fail(DDP_ERR_TIMEOUT, "ddp_comm_split: rank " + std::to_string(notice->from_rank) +
-                                          " stopped during the split");
-            }
-            pending->sleep(deadline);
-        }
-    }
-
     /// This rank's next control round with `words` and `bytes`; `finish`
     /// reads every rank's once all are there.
     std::unique_ptr<Pending> exchange(std::vector<uint64_t> words, std::vector<std::byte> bytes,

@@ -72,7 +72,8 @@ public:
     ControlChannel& channel() override { return *channel_; }
     std::vector<HostPlane*> host_planes() override { return {plane_.get()}; }
 
-    std::unique_ptr<Transport> split(int color, int key, Clock::time_point) override {
+    std::unique_ptr<Transport> split(int color, int key, std::span<const std::pair<int, int>>,
+                                     Clock::time_point) override {
         MPI_Comm sub = MPI_COMM_NULL;
         check(MPI_Comm_split(data_.comm, color >= 0 ? color : MPI_UNDEFINED, key, &sub), "MPI_Comm_split");
         if (sub == MPI_COMM_NULL) return nullptr;

@@ -67,7 +67,7 @@ public:
     void finalize(bool) override {}
 
     int node_leader() const override { return 0; }
-    std::unique_ptr<Transport> split(int color, int, Clock::time_point) override {
+    std::unique_ptr<Transport> split(int color, int, std::span<const std::pair<int, int>>, Clock::time_point) override {
         if (color < 0) return nullptr;
         return std::make_unique<SelfTransport>();
     }
