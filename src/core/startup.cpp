@@ -118,7 +118,9 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
                 }
             });
     }
-    // The ranks' transports hold nothing collective: a failed start releases them at once.
+    // A failed start releases the ranks that started: their transports hold
+    // nothing collective, and an NCCL set-up fails on every rank together
+    // (make_nccl_plane), so no rank is left holding a communicator its peers lack.
     for (const std::exception_ptr& failure : failures)
         if (failure) std::rethrow_exception(failure);
     return add_local_group(std::move(started));

@@ -184,13 +184,35 @@ def test_calls_that_answer_at_once_are_refused_inside_a_group():
         for call in (lambda: comms[0].check_replicas(np.ones(3)),
                      lambda: comms[0].sync_optimizer_state({"step": 1}),
                      lambda: comms[0].reducer([np.ones(3)]),
-                     lambda: comms[0].split(0)):
+                     lambda: comms[0].split(0),
+                     lambda: comms[0].allreduce_async(np.ones(3)),
+                     lambda: comms[0].allgather_async(np.ones(3)),
+                     lambda: comms[0].finalize()):
             with pytest.raises(ddp.InvalidArgumentError, match=r"cannot run inside ddp.group\(\)"):
                 call()
     # Nothing was issued, so nothing was broken: the ranks still reduce together.
     with ddp.group():
         sums = [comm.allreduce(np.ones(2)) for comm in comms]
     assert all(np.all(result.wait() == 2) for result in sums)
+    for comm in comms:
+        comm.finalize()
+
+
+def test_an_exception_leaving_an_inner_group_ends_the_calls_at_once():
+    import time
+    comms = ddp.init_local(2, timeout=60)
+    started = time.monotonic()
+    with pytest.raises(ddp.TimeoutError, match="an exception left ddp.group"):
+        with ddp.group():
+            try:
+                with ddp.group():
+                    first = comms[0].allreduce(np.ones(10))
+                    raise KeyError("the program's own")
+            except KeyError:
+                pass  # caught between the blocks: rank 1's call is never issued
+    assert time.monotonic() - started < 30
+    with pytest.raises(ddp.DDPError):
+        first.wait()
     for comm in comms:
         comm.finalize()
 

@@ -214,7 +214,7 @@ end
 Copies rank `root`'s `v` (an array, or a `Tuple`/`Vector` of arrays) into every other
 rank's `v` in place and returns it (`FluxMPI.bcast!`). `root` is 0-based, as ranks are.
 """
-function bcast!(v, root = 0, comm::Communicator = world();
+function bcast!(v, root::Number = 0, comm::Communicator = world();
                 fusion_bytes = nothing, timeout_s = nothing)
     arrays = array_list(v)
     names = list_names(v, arrays)
@@ -236,7 +236,7 @@ end
 Reduces every rank's `v` with `op` into rank `root`'s `v` (`FluxMPI.reduce!`); the
 other ranks' `v` are left unchanged. Returns `v`.
 """
-function reduce!(v, op = +, root = 0, comm::Communicator = world();
+function reduce!(v, op = +, root::Number = 0, comm::Communicator = world();
                  fusion_bytes = nothing, timeout_s = nothing)
     arrays = array_list(v)
     names = list_names(v, arrays)

@@ -283,6 +283,7 @@ class Communicator:
     def finalize(self):
         """Ends the communicator (idempotent); MPI ends too if libddp started it.
         Called at interpreter exit if the program does not call it."""
+        _group.refuse_inside("finalize", "it waits for the group's calls, which run as the block ends")
         wait_for_jitted_collectives()
         _ffi.ddp_finalize(self._handle)
         self.finalized = True
@@ -327,6 +328,7 @@ class Communicator:
         """Starts allreduce in the background; returns a Request whose wait()
         gives what allreduce would have returned. Leave the arrays alone until
         then. GPU arrays: see allreduce's stream, and Request.wait_on(stream)."""
+        _group.refuse_inside("allreduce_async", "inside the block every call is already asynchronous")
         _free_finished_abandoned()
         with self._checked("allreduce", tensors, "tensors", timeout) as call:
             tensors = call.tree  # read here: see CheckedCall.tree
@@ -376,6 +378,7 @@ class Communicator:
         form returning a Request. Everything is read inside the checks, so
         that a mistake on one rank fails its peers at once."""
         if asynchronous:
+            _group.refuse_inside(f"{collective}_async", "inside the block every call is already asynchronous")
             _free_finished_abandoned()
         with self._checked(collective, tensors, "tensors", timeout) as call:
             tensors, out = call.tree, _trees.materialized(out)  # read here: see CheckedCall.tree
@@ -528,7 +531,8 @@ class Communicator:
 
     def barrier(self, timeout=None):
         """Returns when every rank has called it (or raises TimeoutError past
-        timeout seconds; None or 0: the communicator's)."""
+        timeout seconds; None or 0: the communicator's); inside ddp.group(),
+        the block's end does."""
         with self._checked("barrier", timeout=timeout):
             options = collective_options(timeout=timeout)
         _ffi.ddp_barrier(self._handle, options)
@@ -574,6 +578,7 @@ class SubCommunicator(Communicator):
     def free(self):
         """Releases the sub-communicator after its async requests finish.
         Collective over its ranks; a second call does nothing."""
+        _group.refuse_inside("free", "it waits for the group's calls, which run as the block ends")
         wait_for_jitted_collectives()
         _ffi.ddp_comm_free(self._handle)
 

@@ -6,12 +6,15 @@ them and raises the first one's error. What a collective returns inside the
 block is a Grouped, whose wait() gives the call's result once the block has
 ended: arrays written in place are already written by then.
 
-An exception that leaves the block (a refused argument, the program's own)
-may leave some ranks' calls issued and their peers' never: those would wait
-for their timeout. So the block's end first breaks every communicator the
-block called (ddp_comm_abort, as a rank that stops does), which ends them at
-once, and the exception goes on; those communicators are unusable after it
-(finalize them)."""
+An exception that leaves a block, nested or not (a refused argument, the
+program's own), may leave some ranks' calls issued and their peers' never:
+those would wait for their timeout. So that block's end first aborts every
+communicator the group called (ddp_comm_abort, as a rank that stops does:
+a local group's ranks are then all broken, not only those called), which
+ends the calls at once, and the exception goes on; finalize the ranks after
+it. Calls that would wait inside the block for peers it has not reached yet
+(finalize, an async call, whose Request the block cannot wait for) are
+refused there."""
 import contextlib
 import threading
 
@@ -63,12 +66,13 @@ def group():
     try:
         yield
     except BaseException as error:
-        if outermost:  # peers of the calls issued may never come: end them now
-            for comm in _open.touched.values():
-                try:
-                    _ffi.ddp_comm_abort(comm._handle, f"an exception left ddp.group(): {error!r}".encode())
-                except _ffi.DDPError:
-                    pass  # finalized already
+        # At any depth: code that catches it between two blocks cannot know
+        # which peers' calls were never issued. End the calls issued now.
+        for comm in _open.touched.values():
+            try:
+                _ffi.ddp_comm_abort(comm._handle, f"an exception left ddp.group(): {error!r}".encode())
+            except _ffi.DDPError:
+                pass  # finalized already
         _end(outermost, raising=False)  # the block's own error is the one to see
         raise
     _end(outermost, raising=True)

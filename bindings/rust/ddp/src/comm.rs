@@ -259,9 +259,9 @@ impl Comm {
     /// rank fails with [`crate::ErrorKind::Unsupported`] saying why.
     ///
     /// ```
-    /// match ddp::Comm::init_local_on(&[0, 0], &ddp::InitOptions::default()) {
-    ///     Ok(comms) => assert_eq!(comms[1].device(), Some(0)),
-    ///     Err(error) => assert_eq!(error.kind(), ddp::ErrorKind::Unsupported), // no GPU here
+    /// match ddp::Comm::init_local_on(&[0, 1], &ddp::InitOptions::default()) {
+    ///     Ok(comms) => assert_eq!(comms[1].device(), Some(1)),
+    ///     Err(error) => assert_eq!(error.kind(), ddp::ErrorKind::Unsupported), // no second GPU here
     /// }
     /// ```
     pub fn init_local_on(devices: &[u32], options: &InitOptions) -> Result<Vec<Comm>> {
