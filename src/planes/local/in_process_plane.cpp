@@ -95,8 +95,7 @@ std::unique_ptr<Pending> InProcessPlane::start(const void* send, void* recv, Sha
     std::shared_ptr<Round> round = group_->round(Lane::data, number);
     round->send[static_cast<size_t>(rank_)] = static_cast<const std::byte*>(send);
     round->recv[static_cast<size_t>(rank_)] = static_cast<std::byte*>(recv);
-    round->shapes[static_cast<size_t>(rank_)] = {static_cast<uint64_t>(shape.op), static_cast<uint64_t>(shape.count),
-                                                 static_cast<uint64_t>(shape.dtype), static_cast<uint64_t>(shape.detail)};
+    round->shapes[static_cast<size_t>(rank_)] = shape;
     group_->count_in(round->arrived);
     auto checked = [rank = rank_, number, work = std::move(work)](Round& met) {
         refuse_different_operations(met, rank, number);

@@ -32,13 +32,6 @@ public:
     std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) override;
 
 private:
-    /// What every rank of a data round must have started alike.
-    struct Shape {
-        DataOp op;
-        int64_t count;     ///< elements (broadcast: bytes)
-        ddp_dtype dtype;
-        int64_t detail;    ///< the reduction, the root, or both
-    };
     /// Joins this rank's next data round with its buffers and `shape`;
     /// `work` is its part once every rank is there (refused, DDP_ERR_INTERNAL,
     /// where the ranks' shapes differ).

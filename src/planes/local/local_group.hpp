@@ -6,7 +6,6 @@
 // rank to reach it and dropped once every rank has left it.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -19,9 +18,19 @@
 #include <vector>
 
 #include "control/channel.hpp"
+#include "planes/capabilities.hpp"
 #include "planes/shm/doorbell.hpp"
 
 namespace ddp::local {
+
+/// What every rank of a data round must have started alike.
+struct Shape {
+    DataOp op = DataOp::allreduce;
+    int64_t count = 0;  ///< elements (broadcast: bytes)
+    ddp_dtype dtype = DDP_DTYPE_U8;
+    int64_t detail = 0;  ///< the reduction, the root, or both
+    bool operator==(const Shape&) const = default;
+};
 
 /// One meeting of every rank. A rank writes its own slots, then counts
 /// itself in `arrived` (release); a rank that reads `arrived` equal to the
@@ -34,7 +43,7 @@ struct Round {
     std::vector<std::vector<std::byte>> bytes;  ///< control: each rank's small buffer to reduce
     std::vector<const std::byte*> send;         ///< data: each rank's input
     std::vector<std::byte*> recv;               ///< data: each rank's output (in place: the input)
-    std::vector<std::array<uint64_t, 4>> shapes;  ///< data: each rank's operation, count, dtype, root/reduction
+    std::vector<Shape> shapes;                  ///< data: each rank's operation
     std::atomic<int> arrived{0};
     std::atomic<int> finished{0};  ///< data: ranks that did their part (peers may write until all have)
     std::atomic<int> left{0};
