@@ -15,6 +15,9 @@
  *   mpirun -np 2 build/examples/c/train_mlp
  *   build/examples/c/train_mlp --local 2     (2 ranks as threads of one process:
  *                                             ddp_init_local, no mpirun; the same losses)
+ *   mpirun -np 2 build/examples/c/train_mlp --local 2
+ *                                            (4 ranks: 2 processes of 2 threads each;
+ *                                             the losses of 4 processes)
  *
  * Exits 0 when the loss fell below a fifth of its start and the replicas
  * agree, 1 otherwise.
@@ -147,7 +150,8 @@ int main(int argc, char** argv) {
     if (argc == 3 && strcmp(argv[1], "--local") == 0) return train_local(atoi(argv[2]));
     if (argc != 1) {
         fprintf(stderr, "usage: %s            (under mpirun: one rank per process)\n"
-                        "       %s --local N  (N ranks as threads of this process)\n", argv[0], argv[0]);
+                        "       %s --local N  (N ranks as threads of this process; under mpirun,\n"
+                        "                          N threads in each process, one group)\n", argv[0], argv[0]);
         return 2;
     }
     ddp_comm* world = NULL;

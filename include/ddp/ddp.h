@@ -854,9 +854,13 @@ DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t worl
  * NCCL 2.30 or newer with NCCL_MULTI_RANK_GPU_ENABLE=1): device buffers
  * move through NCCL, host buffers through the in-process plane.
  *
- * Not built yet: several processes of such groups under one launcher
- * (refused with DDP_ERR_UNSUPPORTED). Local: starts no MPI and waits for
- * no other process.
+ * Without a launcher it starts no MPI and waits for no other process.
+ * Under an MPI launcher (mpirun), `n` threads in each of P processes make
+ * one group of P x n ranks: `comms[i]` is rank p x n + i, p being the
+ * process's MPI rank. Every process must pass the same `n`, and MPI runs
+ * at MPI_THREAD_MULTIPLE; a process whose arguments are refused starts MPI
+ * all the same, so every process fails at once. Not built yet for such
+ * groups (refused, DDP_ERR_UNSUPPORTED): alltoall, splits and `devices`.
  *
  * Returns DDP_ERR_INVALID_ARGUMENT (NULL `comms`; `n` outside 1..4096; a
  * negative device id; an options field, or `opts->backend` other than

@@ -2,6 +2,7 @@
 // ddp_finalize of the world, the splits and ddp_comm_free of
 // sub-communicators, and ddp_comm_abort. Start-up and the handles'
 // bookkeeping are core's (core/startup, core/comm_registry).
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,29 +66,39 @@ DDP_API ddp_status ddp_init(const ddp_init_options* opts_in, ddp_comm** world) {
 DDP_API ddp_status ddp_init_local(int32_t n, const int32_t* devices, const ddp_init_options* opts_in,
                                   ddp_comm** comms) {
     return guarded([&] {
-        require_not_null(comms, "comms");
-        if (n < 1 || n > max_local_ranks)
-            fail(DDP_ERR_INVALID_ARGUMENT,
-                 "n is " + std::to_string(n) + "; it must be 1 to " + std::to_string(max_local_ranks));
-        const ddp_init_options opts = read_options(opts_in, default_init_options(), "opts");
-        check_init_options(opts);
-        if (opts.backend != DDP_BACKEND_AUTO)
-            fail(DDP_ERR_INVALID_ARGUMENT, "opts->backend is " + std::to_string(static_cast<int>(opts.backend)) +
-                                               "; a group from ddp_init_local runs its own in-process transport: "
-                                               "leave it DDP_BACKEND_AUTO");
-        if (opts.mpi_comm_fortran != DDP_NO_MPI_COMM)
-            fail(DDP_ERR_INVALID_ARGUMENT, "opts->mpi_comm_fortran names an MPI communicator; a group from "
-                                           "ddp_init_local runs without MPI: leave it DDP_NO_MPI_COMM");
+        // Refused arguments are core's to throw: under an MPI launcher the
+        // process starts MPI all the same, so that every process fails at once.
+        std::optional<Error> invalid;
+        ddp_init_options opts = default_init_options();
         std::span<const int32_t> gpus;
-        if (devices != nullptr) {
-            gpus = {devices, static_cast<size_t>(n)};
-            for (int32_t i = 0; i < n; ++i)
-                if (gpus[static_cast<size_t>(i)] < 0)
-                    fail(DDP_ERR_INVALID_ARGUMENT, "devices[" + std::to_string(i) + "] is " +
-                                                       std::to_string(gpus[static_cast<size_t>(i)]) +
-                                                       "; it must be a CUDA device id >= 0");
+        try {
+            require_not_null(comms, "comms");
+            if (n < 1 || n > max_local_ranks)
+                fail(DDP_ERR_INVALID_ARGUMENT,
+                     "n is " + std::to_string(n) + "; it must be 1 to " + std::to_string(max_local_ranks));
+            opts = read_options(opts_in, default_init_options(), "opts");
+            check_init_options(opts);
+            if (opts.backend != DDP_BACKEND_AUTO)
+                fail(DDP_ERR_INVALID_ARGUMENT, "opts->backend is " + std::to_string(static_cast<int>(opts.backend)) +
+                                                   "; a group from ddp_init_local runs its own in-process transport: "
+                                                   "leave it DDP_BACKEND_AUTO");
+            if (opts.mpi_comm_fortran != DDP_NO_MPI_COMM)
+                fail(DDP_ERR_INVALID_ARGUMENT, "opts->mpi_comm_fortran names an MPI communicator; a group from "
+                                               "ddp_init_local runs without MPI: leave it DDP_NO_MPI_COMM");
+            if (devices != nullptr) {
+                gpus = {devices, static_cast<size_t>(n)};
+                for (int32_t i = 0; i < n; ++i)
+                    if (gpus[static_cast<size_t>(i)] < 0)
+                        fail(DDP_ERR_INVALID_ARGUMENT, "devices[" + std::to_string(i) + "] is " +
+                                                           std::to_string(gpus[static_cast<size_t>(i)]) +
+                                                           "; it must be a CUDA device id >= 0");
+            }
+        } catch (const Error& error) {
+            invalid = error;
+            opts = default_init_options();
+            gpus = {};
         }
-        const std::vector<CommHandle*> ranks = start_local_group(opts, n, gpus);
+        const std::vector<CommHandle*> ranks = start_local_group(opts, n, gpus, invalid);
         for (size_t i = 0; i < ranks.size(); ++i) comms[i] = c_handle(ranks[i]);
     });
 }

@@ -85,44 +85,6 @@ trace::CallSummary summary_of(std::span<const uint64_t> words, uint64_t hash) {
     return summary;
 }
 
-// Whether every rank's hash equals this rank's; `vote` (when given) becomes
-// the largest any rank passed. The fourth word is the previous call's
-// duration (control/carried_duration.hpp), handed to whoever asked for it
-// once agreed. Every agreement message has the four words, so that ranks
-// in different calls still read each other's.
-bool hashes_agree(ControlPlane& control, CallContext& context, uint64_t hash,
-                  const CarriedAllreduce* carried = nullptr, uint64_t* vote = nullptr) {
-    CarriedDuration::Sink duration_sink;
-    const uint64_t duration = control.carried_duration().take_outgoing(duration_sink);
-    // max(hash), ~min(hash), max(vote), max(previous call's duration)
-    uint64_t extremes[4] = {hash, ~hash, vote != nullptr ? *vote : 0, duration};
-    AgreementRoute& route = control.agreement_route();
-    control.wait(context,
-                 carried ? route.start_max_u64_carrying(extremes, carried->data, carried->count, carried->dtype,
-                                                        carried->op)
-                         : route.start_max_u64_carrying(extremes, nullptr, 0, DDP_DTYPE_U8, DDP_OP_MAX),
-                 WaitStyle::for_peers);
-    context.joined_by_all = true;
-    if (vote != nullptr) *vote = extremes[2];
-    if (duration_sink) duration_sink(extremes[3]);
-    return extremes[0] == ~extremes[1];
-}
-
-// Exchanges the words and returns the mismatch, naming rank 0 and the
-// first rank that differs from it.
-Error mismatch(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
-               const ExplainDifference& explain_difference) {
-    std::vector<std::vector<uint64_t>> all;
-    control.wait(context, channel.start_allgather_u64(words, all), WaitStyle::for_peers);
-    for (size_t r = 1; r < all.size(); ++r)
-        if (all[r] != all[0]) {
-            Error error(DDP_ERR_MISMATCH, explain_difference(all[0], 0, all[r], static_cast<int>(r)));
-            control.record_mismatch(context);
-            return error;
-        }
-    return Error(DDP_ERR_INTERNAL, "ranks' hashes differed but their descriptions are equal");
-}
-
 }  // namespace
 
 std::vector<uint64_t> encode(const CallDescription& call) {
@@ -151,32 +113,64 @@ int64_t described_bytes(std::span<const uint64_t> words) {
     return bytes;
 }
 
-void agree(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
-           const CarriedAllreduce* carried, uint64_t* vote, std::span<const char* const> names) {
+void Agreement::agree(CallContext& context, std::span<const uint64_t> words, const CarriedAllreduce* carried,
+                      uint64_t* vote, std::span<const char* const> names) {
     const uint64_t hash = hash_words(words);
-    control.flight_recorder().described(context.sequence, summary_of(words, hash));
+    control_.flight_recorder().described(context.sequence, summary_of(words, hash));
     {
-        trace::Span span(control.timeline(), carried ? "agreement + small allreduce" : "agreement",
+        trace::Span span(control_.timeline(), carried ? "agreement + small allreduce" : "agreement",
                          trace::Row::work, context.sequence);
         if (span.on()) {
-            span.event().plane = control.agreement_route().name();  // the route its messages took
+            span.event().plane = route_->name();  // the route its messages took
             if (carried) span.event().bytes = carried->count * static_cast<int64_t>(element_size(carried->dtype));
         }
-        if (!hashes_agree(control, context, hash, carried, vote))
-            throw mismatch(channel, control, context, words,
+        if (!hashes_agree(context, hash, carried, vote))
+            throw mismatch(context, words,
                            [names](std::span<const uint64_t> a, int rank_a, std::span<const uint64_t> b, int rank_b) {
                                return explain(a, rank_a, b, rank_b, names);
                            });
     }
-    control.flight_recorder().agreed(context.sequence);
+    control_.flight_recorder().agreed(context.sequence);
 }
 
-void agree_on_words(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
-                    const ExplainDifference& explain_difference) {
-    trace::Span span(control.timeline(), "agreement", trace::Row::work, context.sequence);
-    if (span.on()) span.event().plane = control.agreement_route().name();
-    if (!hashes_agree(control, context, hash_words(words)))
-        throw mismatch(channel, control, context, words, explain_difference);
+void Agreement::agree_on_words(CallContext& context, std::span<const uint64_t> words,
+                               const ExplainDifference& explain_difference) {
+    trace::Span span(control_.timeline(), "agreement", trace::Row::work, context.sequence);
+    if (span.on()) span.event().plane = route_->name();
+    if (!hashes_agree(context, hash_words(words))) throw mismatch(context, words, explain_difference);
+}
+
+// The fourth word of every round is the previous call's duration
+// (control/carried_duration.hpp), handed to whoever asked for it once
+// agreed. Every round has the four words, so that ranks in different calls
+// still read each other's.
+bool Agreement::hashes_agree(CallContext& context, uint64_t hash, const CarriedAllreduce* carried, uint64_t* vote) {
+    CarriedDuration::Sink duration_sink;
+    const uint64_t duration = carried_duration_.take_outgoing(duration_sink);
+    // max(hash), ~min(hash), max(vote), max(previous call's duration)
+    uint64_t extremes[4] = {hash, ~hash, vote != nullptr ? *vote : 0, duration};
+    control_.wait(context,
+                  carried ? route_->start_max_u64_carrying(extremes, carried->data, carried->count, carried->dtype,
+                                                           carried->op)
+                          : route_->start_max_u64_carrying(extremes, nullptr, 0, DDP_DTYPE_U8, DDP_OP_MAX),
+                  WaitStyle::for_peers);
+    context.joined_by_all = true;
+    if (vote != nullptr) *vote = extremes[2];
+    if (duration_sink) duration_sink(extremes[3]);
+    return extremes[0] == ~extremes[1];
+}
+
+Error Agreement::mismatch(CallContext& context, std::span<const uint64_t> words,
+                          const ExplainDifference& explain_difference) {
+    std::vector<std::vector<uint64_t>> all;
+    control_.wait(context, channel_.start_allgather_u64(words, all), WaitStyle::for_peers);
+    for (size_t r = 1; r < all.size(); ++r)
+        if (all[r] != all[0]) {
+            Error error(DDP_ERR_MISMATCH, explain_difference(all[0], 0, all[r], static_cast<int>(r)));
+            control_.record_mismatch(context);
+            return error;
+        }
+    return Error(DDP_ERR_INTERNAL, "ranks' hashes differed but their descriptions are equal");
 }
 
 void append_reason(std::vector<uint64_t>& words, std::string_view reason) {
@@ -196,17 +190,15 @@ std::string reason_at(std::span<const uint64_t> words, size_t at) {
     return reason;
 }
 
-void agree_on_invalid_call(ControlChannel& channel, ControlPlane& control, CallContext& context, std::string_view reason) {
+void Agreement::agree_on_invalid_call(CallContext& context, std::string_view reason) {
     std::vector<uint64_t> words(header_words, 0);
     words[kind_word] = static_cast<uint64_t>(context.kind);
     words[valid_word] = 0;
     append_reason(words, reason);
-    control.flight_recorder().described(context.sequence, summary_of(words, hash_words(words)));
+    control_.flight_recorder().described(context.sequence, summary_of(words, hash_words(words)));
     try {
-        if (!hashes_agree(control, context, hash_words(words)))
-            mismatch(channel, control, context, words, [](auto a, int rank_a, auto b, int rank_b) {
-                return explain(a, rank_a, b, rank_b);
-            });
+        if (!hashes_agree(context, hash_words(words)))
+            mismatch(context, words, [](auto a, int rank_a, auto b, int rank_b) { return explain(a, rank_a, b, rank_b); });
     } catch (const Error&) {
         // This rank reports its own validation error, not the mismatch or a timeout.
     }

@@ -14,8 +14,11 @@
 #include <span>
 #include <vector>
 
-#include "util/collective_kind.hpp"
+#include "control/agreement_route.hpp"
+#include "control/carried_duration.hpp"
 #include "control/control_plane.hpp"
+#include "util/collective_kind.hpp"
+#include "util/error.hpp"
 #include "ddp/ddp.h"
 
 namespace ddp {
@@ -46,26 +49,58 @@ struct CarriedAllreduce {
     ddp_op op = DDP_OP_SUM;  ///< as a plane takes it (no AVG)
 };
 
-/// Agrees on the encoded call `words` (from encode), carrying `carried`
-/// when given. `vote`, when given, is this rank's word on a fact that may
-/// differ between ranks without making the calls differ (whether its
-/// tensors lie in one region of memory): it comes back as the largest word
-/// any rank passed, in the same message. Throws DDP_ERR_MISMATCH when
-/// ranks differ (naming a tensor by its index and, where `names` gives it,
-/// by the program's name for it), DDP_ERR_TIMEOUT past the deadline.
-void agree(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
-           const CarriedAllreduce* carried = nullptr, uint64_t* vote = nullptr,
-           std::span<const char* const> names = {});
-
 /// One sentence saying how rank a's words differ from rank b's.
 using ExplainDifference =
     std::function<std::string(std::span<const uint64_t> a, int rank_a, std::span<const uint64_t> b, int rank_b)>;
 
-/// Agrees on any words the same way; on a difference every rank throws
-/// DDP_ERR_MISMATCH with `explain` applied to rank 0 and the first rank
-/// that differs from it.
-void agree_on_words(ControlChannel& channel, ControlPlane& control, CallContext& context, std::span<const uint64_t> words,
-                    const ExplainDifference& explain);
+/// A communicator's agreement: the route its rounds take (the channel, or a
+/// plane's faster one between the same ranks) and the word every round
+/// carries from one call to the next (the previous call's duration, for the
+/// bucket tuner). Its waits are held to the call's deadline by `control`.
+class Agreement {
+public:
+    Agreement(ControlChannel& channel, ControlPlane& control) : channel_(channel), control_(control) {}
+    Agreement(const Agreement&) = delete;
+    Agreement& operator=(const Agreement&) = delete;
+
+    /// Where the rounds travel: the channel unless a faster route is set
+    /// (once, before the first collective; it must outlive this).
+    AgreementRoute& route() { return *route_; }
+    void route_through(AgreementRoute& route) { route_ = &route; }
+    /// The previous call's duration, carried in the next round.
+    CarriedDuration& carried_duration() { return carried_duration_; }
+
+    /// Agrees on the encoded call `words` (from encode), carrying `carried`
+    /// when given. `vote`, when given, is this rank's word on a fact that may
+    /// differ between ranks without making the calls differ (whether its
+    /// tensors lie in one region of memory): it comes back as the largest word
+    /// any rank passed, in the same message. Throws DDP_ERR_MISMATCH when
+    /// ranks differ (naming a tensor by its index and, where `names` gives it,
+    /// by the program's name for it), DDP_ERR_TIMEOUT past the deadline.
+    void agree(CallContext& context, std::span<const uint64_t> words, const CarriedAllreduce* carried = nullptr,
+               uint64_t* vote = nullptr, std::span<const char* const> names = {});
+    /// Agrees on any words the same way; on a difference every rank throws
+    /// DDP_ERR_MISMATCH with `explain` applied to rank 0 and the first rank
+    /// that differs from it.
+    void agree_on_words(CallContext& context, std::span<const uint64_t> words, const ExplainDifference& explain);
+    /// Takes part for a call whose arguments failed validation on this
+    /// rank, so that the peers return DDP_ERR_MISMATCH instead of waiting,
+    /// naming this rank and `reason` (this rank's own error message). Errors
+    /// of that step are dropped: the caller reports its own.
+    void agree_on_invalid_call(CallContext& context, std::string_view reason);
+
+private:
+    /// Whether every rank's hash equals this rank's (one round).
+    bool hashes_agree(CallContext& context, uint64_t hash, const CarriedAllreduce* carried = nullptr,
+                      uint64_t* vote = nullptr);
+    /// Exchanges the words; the mismatch names rank 0 and the first rank that differs.
+    Error mismatch(CallContext& context, std::span<const uint64_t> words, const ExplainDifference& explain);
+
+    ControlChannel& channel_;
+    ControlPlane& control_;
+    AgreementRoute* route_ = &channel_;
+    CarriedDuration carried_duration_;
+};
 
 /// The longest reason a rank sends its peers; longer ones are cut.
 constexpr size_t max_reason_bytes = 1024;

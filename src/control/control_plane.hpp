@@ -13,7 +13,6 @@
 #include <optional>
 #include <string>
 
-#include "control/carried_duration.hpp"
 #include "control/contention.hpp"
 #include "control/channel.hpp"
 #include "util/collective_kind.hpp"
@@ -111,10 +110,6 @@ public:
     /// (the device plane's stop_work), so that no kernel waits for peers
     /// that will not come. Set once, before the first collective.
     void on_break(std::function<void()> stop_device_work) { stop_device_work_ = std::move(stop_device_work); }
-    /// Where agreement's rounds travel: the channel unless a faster route
-    /// is set (once, before the first collective; it must outlive this).
-    AgreementRoute& agreement_route() { return *agreement_route_; }
-    void route_agreement_through(AgreementRoute& route) { agreement_route_ = &route; }
 
     /// What this rank is doing, as peers are told.
     PeerStatus status() const;
@@ -124,8 +119,6 @@ public:
     /// The communicator's timeline (off unless started) and flight recorder.
     trace::Timeline& timeline() { return timeline_; }
     trace::FlightRecorder& flight_recorder() { return recorder_; }
-    /// The previous call's duration, carried in the next agreement.
-    CarriedDuration& carried_duration() { return carried_duration_; }
     /// Records that ranks passed different calls (the error says how).
     void record_mismatch(const CallContext& call);
     /// Holds ddp_finalize's wait for its peers to `deadline` (the hang
@@ -183,14 +176,12 @@ private:
     void tell_peers(const AbortNotice& notice);
 
     ControlChannel& channel_;
-    AgreementRoute* agreement_route_ = &channel_;
     std::function<void()> stop_device_work_;
     const std::string name_;
     const std::string prefix_;  ///< "NAME: " before messages; "" for the world
     trace::Timeline timeline_;
     ContentionWatch contention_;
     trace::FlightRecorder recorder_;
-    CarriedDuration carried_duration_;
     const double timeout_s_;
     const double stall_warning_s_;
     std::atomic<uint64_t> sequence_{0};

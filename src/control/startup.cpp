@@ -12,11 +12,8 @@ namespace {
 // The ranks whose local step failed (this one included when
 // `this_rank_failed`), after one exchange held to `timeout_s`.
 std::vector<int> ranks_that_failed(ControlChannel& channel, bool this_rank_failed, double timeout_s) {
-    ControlPlane control(channel, timeout_s, timeout_s, default_hang_grace_s);
-    CallContext context = control.begin(CollectiveKind::barrier, 0);
     const uint64_t mine = this_rank_failed ? 1 : 0;
-    std::vector<std::vector<uint64_t>> all;
-    control.wait(context, channel.start_allgather_u64(std::span(&mine, 1), all), WaitStyle::for_peers);
+    const std::vector<std::vector<uint64_t>> all = exchange_words(channel, std::span(&mine, 1), timeout_s);
     std::vector<int> failed;
     for (size_t r = 0; r < all.size(); ++r)
         if (all[r].at(0) != 0) failed.push_back(static_cast<int>(r));
@@ -31,6 +28,15 @@ std::string rank_list(const std::vector<int>& ranks) {
 }
 
 }  // namespace
+
+std::vector<std::vector<uint64_t>> exchange_words(ControlChannel& channel, std::span<const uint64_t> words,
+                                                  double timeout_s) {
+    ControlPlane control(channel, timeout_s, timeout_s, default_hang_grace_s);
+    CallContext context = control.begin(CollectiveKind::barrier, 0);
+    std::vector<std::vector<uint64_t>> all;
+    control.wait(context, channel.start_allgather_u64(words, all), WaitStyle::for_peers);
+    return all;
+}
 
 void fail_together(ControlChannel& channel, const std::optional<Error>& mine, double timeout_s, ddp_status others_status,
                    const std::string& others_failed) {

@@ -5,8 +5,11 @@
 // before a failed start releases the transport.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "control/channel.hpp"
 #include "util/error.hpp"
@@ -19,6 +22,10 @@ namespace ddp {
 /// `others_failed`.
 void fail_together(ControlChannel& channel, const std::optional<Error>& mine, double timeout_s, ddp_status others_status,
                    const std::string& others_failed);
+
+/// Every rank's `words`, by rank, after one exchange held to `timeout_s`.
+std::vector<std::vector<uint64_t>> exchange_words(ControlChannel& channel, std::span<const uint64_t> words,
+                                                  double timeout_s);
 
 /// Whether every rank reaches this point within `seconds`.
 bool all_reach(ControlChannel& channel, double seconds);

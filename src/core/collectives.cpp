@@ -51,7 +51,7 @@ void run_tuned(Communicator& comm, CallContext& context, const CollectiveCall& c
     tuning->started();
     trace::instant(timeline, "bucket size tried", trace::Row::work, context.sequence, tuning->bucket_bytes(candidate),
                    "bucket_bytes");
-    CarriedDuration& duration = comm.control().carried_duration();
+    CarriedDuration& duration = comm.agreement().carried_duration();
     duration.expect([tuning, candidate](uint64_t agreed_us) { tuning->record(candidate, agreed_us); });
     const auto started = std::chrono::steady_clock::now();
     rules_for(call.kind).host(comm, context, call, tuning->plan(candidate));
@@ -80,7 +80,7 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
     // Whether some rank's tensors are not one region (voted in agreement's
     // message: addresses differ between ranks, the steps they take may not).
     uint64_t scattered = in_place_planned(rules, call) && lies_in_one_region(call.tensors) ? 0 : 1;
-    agree(comm.channel(), control, context, words, nullptr, &scattered, call.names);
+    comm.agreement().agree(context, words, nullptr, &scattered, call.names);
     if (comm.size() == 1 && call.outputs.empty()) {  // one rank: every result is the input
         if (call.identical != nullptr) *call.identical = true;
         if (call.gpu_request) call.gpu_request->state->complete(DDP_OK, "");
@@ -88,14 +88,16 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
     }
     // Past agreement the peers count on this rank: if it fails on its own
     // (out of memory, a plane's error), they are told at once instead of
-    // waiting for their timeout.
+    // waiting for their timeout. A host step that no plane runs fails on
+    // every rank alike (the tables are the same everywhere): nobody waits.
     try {
         if (call.on_device)
             run_device_data_phase(comm, context, call, words, scattered == 0);
         else
             run_host_data_phase(comm, context, call, words, scattered == 0);
     } catch (const Error& error) {
-        if (error.status() != DDP_ERR_TIMEOUT) control.abort(std::string(error.what()));
+        const bool alike_everywhere = error.status() == DDP_ERR_UNSUPPORTED && !call.on_device;
+        if (error.status() != DDP_ERR_TIMEOUT && !alike_everywhere) control.abort(std::string(error.what()));
         throw;
     } catch (const std::bad_alloc&) {
         control.abort("out of memory during " + std::string(kind_name(static_cast<uint64_t>(call.kind))));
@@ -125,7 +127,7 @@ void announce_invalid_call(Communicator& comm, CollectiveKind kind, double timeo
     ControlPlane& control = comm.control();
     CallContext context = control.begin(kind, timeout_s);
     CallScope scope(control);
-    agree_on_invalid_call(comm.channel(), control, context, reason);
+    comm.agreement().agree_on_invalid_call(context, reason);
 }
 
 }  // namespace ddp

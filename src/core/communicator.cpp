@@ -46,12 +46,13 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, std::unique_ptr
       control_(transport_->channel(), settings.timeout_s, settings.stall_warning_s, settings.hang_grace_s,
                static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir, std::move(name),
                backend_name(), settings.peer_dead_s),
+      agreement_(transport_->channel(), control_),
       gpu_(std::move(gpu)) {
     channel().start_control([this] { return control_.status(); });
     // Agreement's rounds take the first faster route a plane in front offers.
     for (const auto& plane : planes_in_front_)
         if (AgreementRoute* route = plane->agreement_route()) {
-            control_.route_agreement_through(*route);
+            agreement_.route_through(*route);
             break;
         }
     if (device_plane_) {

@@ -1,6 +1,7 @@
 // A live process group: the transport (control channel and host data
 // planes) and device plane it runs on, in a priority list of planes; the
-// control plane that holds every collective to its deadline, the settings resolved at init,
+// control plane that holds every collective to its deadline, the agreement
+// each call starts with, the settings resolved at init,
 // the scratch buffer and plan cache reused across calls, and the worker
 // that runs async requests.
 #pragma once
@@ -14,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "control/agreement.hpp"
 #include "control/control_plane.hpp"
 #include "core/async_worker.hpp"
 #include "core/plan_cache.hpp"
@@ -45,6 +47,8 @@ public:
     /// "mpi", "self", or "nccl" when a device plane runs beside the transport.
     const char* backend_name() const { return device_plane_ ? device_plane_->name() : transport_->name(); }
     ControlPlane& control() { return control_; }
+    /// How its ranks agree on each call, and the word a round carries.
+    Agreement& agreement() { return agreement_; }
     /// A sub-communicator's name, as its messages give it; "" for the world.
     const std::string& name() const { return control_.name(); }
     const Settings& settings() const { return settings_; }
@@ -119,6 +123,7 @@ private:
     PlaneList planes_;
     Settings settings_;
     ControlPlane control_;
+    Agreement agreement_;
     cuda::GpuAssignment gpu_;
     std::atomic<bool> in_use_{false};
     std::weak_ptr<const ExclusiveSpan> exclusive_span_;  // touched only by the thread holding in_use_

@@ -100,8 +100,7 @@ Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_
 }
 
 void Reducer::agree_on_call(CallContext& context) {
-    agree(comm_.channel(), comm_.control(), context,
-          encode(CallDescription{context.kind, op_, 0, bucket_bytes_, 0, layout_}));
+    comm_.agreement().agree(context, encode(CallDescription{context.kind, op_, 0, bucket_bytes_, 0, layout_}));
 }
 
 ddp_tensor Reducer::gradient(int64_t index) const {
@@ -274,10 +273,10 @@ void Reducer::wait(std::optional<std::string_view> failure) {
         }
         const uint64_t step = step_->sequence;
         const size_t mark_words = marked_.size();
-        agree_on_words(comm_.channel(), control, *step_, step_words(marked_, failure),
-                       [step, mark_words](auto a, int rank_a, auto b, int rank_b) {
-                           return explain_marks(a, rank_a, b, rank_b, step, mark_words);
-                       });
+        comm_.agreement().agree_on_words(*step_, step_words(marked_, failure),
+                                         [step, mark_words](auto a, int rank_a, auto b, int rank_b) {
+                                             return explain_marks(a, rank_a, b, rank_b, step, mark_words);
+                                         });
     } catch (const Error& error) {
         close_step(true);
         // A failure of this rank's own (not a mismatch or a timeout every

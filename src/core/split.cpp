@@ -28,7 +28,7 @@ std::unique_ptr<Communicator> split_communicator(Communicator& parent, const Spl
     CallContext context = control.begin(request.kind, 0);
     CallScope scope(control);
     // Color and key differ between ranks by design: only the call is agreed on.
-    agree(channel, control, context, encode(CallDescription{request.kind, DDP_OP_SUM, 0, 0, 0, {}}));
+    parent.agreement().agree(context, encode(CallDescription{request.kind, DDP_OP_SUM, 0, 0, 0, {}}));
     const bool by_node = request.kind == CollectiveKind::comm_split_node;
     const int color = by_node ? channel.node_leader() : request.color;
     const int key = by_node ? channel.rank() : request.key;

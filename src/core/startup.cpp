@@ -69,23 +69,64 @@ std::unique_ptr<Communicator> started_world(const ddp_init_options& opts) {
     return world;
 }
 
+// Under an MPI launcher, this process's `size` threads in one group with
+// every other process's: MPI starts whatever this process found wrong, so
+// that every process fails together instead of leaving the others waiting.
+std::vector<std::unique_ptr<Transport>> threads_of_every_process(int size, bool with_devices,
+                                                                 std::optional<Error> refused, double timeout_s) {
+    std::unique_ptr<Transport> processes = make_transport(DDP_BACKEND_MPI, DDP_NO_MPI_COMM);
+    ControlChannel& channel = processes->channel();
+    try {
+        if (!refused && with_devices)
+            refused = Error(DDP_ERR_UNSUPPORTED, "ddp_init_local under an MPI launcher takes no devices yet (threads "
+                                                 "of several processes on GPUs are not built): pass NULL");
+        if (!refused && !channel.allows_concurrent_calls())
+            refused = Error(DDP_ERR_UNSUPPORTED, "ddp_init_local under an MPI launcher needs MPI_THREAD_MULTIPLE (its "
+                                                 "threads share MPI), and MPI runs at a lower thread level");
+        fail_together(channel, refused, timeout_s, DDP_ERR_MISMATCH,
+                      "could not start their threads (their ddp_init_local returned the error naming why), so no "
+                      "process starts");
+        // Ranks are numbered process by process: every process starts as many.
+        const uint64_t mine = static_cast<uint64_t>(size);
+        const auto every_process = exchange_words(channel, std::span(&mine, 1), timeout_s);
+        for (size_t process = 0; process < every_process.size(); ++process)
+            if (every_process[process].at(0) != mine)
+                fail(DDP_ERR_INVALID_ARGUMENT,
+                     "ddp_init_local: n is " + std::to_string(size) + " in MPI rank " +
+                         std::to_string(channel.rank()) + " but " + std::to_string(every_process[process].at(0)) +
+                         " in MPI rank " + std::to_string(process) + ": every process must start as many ranks");
+    } catch (const Error&) {
+        processes->finalize(all_reach(channel, failed_start_wait_s));
+        throw;
+    }
+    return make_mixed_transports(std::move(processes), size);
+}
+
 }  // namespace
 
 CommHandle& start_world(const ddp_init_options& opts) {
     return add_world([&] { return started_world(opts); });
 }
 
-std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int size, std::span<const int32_t> devices) {
-    if (launched_by_mpi_launcher())
-        fail(DDP_ERR_UNSUPPORTED, "ddp_init_local under an MPI launcher: one group across several processes "
-                                  "(processes x threads) is not built yet; start the program without mpirun, or "
-                                  "use ddp_init for one rank per process");
-    Settings settings = resolve_settings(opts);
+std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int size, std::span<const int32_t> devices,
+                                           const std::optional<Error>& invalid) {
+    const bool across_processes = launched_by_mpi_launcher();
+    if (invalid && !across_processes) throw *invalid;
+    std::optional<Error> refused = invalid;
+    Settings settings;
+    try {
+        settings = resolve_settings(opts);
+    } catch (const Error& error) {
+        if (!across_processes) throw;
+        if (!refused) refused = error;
+    }
     // The in-process plane moves the data: no segment between threads, no nodes.
     settings.planes.shm.on = false;
     settings.planes.hierarchical = false;
     set_log_threshold(settings.log_threshold);
-    std::vector<std::unique_ptr<Transport>> transports = make_local_transports(size);
+    std::vector<std::unique_ptr<Transport>> transports =
+        across_processes ? threads_of_every_process(size, !devices.empty(), refused, settings.timeout_s)
+                         : make_local_transports(size);
     // Messages and flight recorder files name the group: a process may hold several.
     static std::atomic<int> groups_started{0};
     const std::string name = "local group " + std::to_string(++groups_started);

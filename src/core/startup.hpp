@@ -6,11 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "core/comm_registry.hpp"
 #include "ddp/ddp.h"
+#include "util/error.hpp"
 
 namespace ddp {
 
@@ -20,11 +22,15 @@ namespace ddp {
 CommHandle& start_world(const ddp_init_options& opts);
 
 /// ddp_init_local: ranks 0..size-1 of one group in this process (threads
-/// drive them) for checked `opts`; their handles in rank order. With
-/// `devices` (one each, checked >= 0), rank i runs NCCL on GPU devices[i];
-/// else host memory only. A bad environment variable throws
-/// DDP_ERR_INVALID_ARGUMENT once, before any rank starts; a failed NCCL
-/// set-up fails every rank together.
-std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int size, std::span<const int32_t> devices);
+/// drive them) for `opts`; their handles in rank order. With `devices`
+/// (one each, checked >= 0), rank i runs NCCL on GPU devices[i]; else host
+/// memory only. `invalid`: why the arguments were refused, if they were.
+/// Alone, that or a bad environment variable throws before any rank
+/// starts, and a failed NCCL set-up fails every rank together. Under an MPI
+/// launcher every process's threads make one group (rank = MPI rank x size
+/// + i); a process's refusal starts MPI all the same, so that every process
+/// fails together.
+std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int size, std::span<const int32_t> devices,
+                                           const std::optional<Error>& invalid);
 
 }  // namespace ddp

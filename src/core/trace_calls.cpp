@@ -24,7 +24,7 @@ void start_timeline(Communicator& comm, const std::string& path) {
             CallContext context = control.begin(CollectiveKind::timeline_start, 0);
             CallScope scope(control);
             const int64_t started_ns = trace::now_ns();
-            agree(channel, control, context, encode(CallDescription{CollectiveKind::timeline_start, DDP_OP_SUM, 0, 0, 0, {}}));
+            comm.agreement().agree(context, encode(CallDescription{CollectiveKind::timeline_start, DDP_OP_SUM, 0, 0, 0, {}}));
             timeline.start(measure_clock_offset(channel, control, context));
             trace::Event call = trace::ended_now(kind_name(static_cast<uint64_t>(CollectiveKind::timeline_start)),
                                                  trace::thread_row(trace::Row::calls), started_ns, context.sequence);

@@ -45,7 +45,18 @@ std::unique_ptr<Transport> make_self_transport();
 
 /// Ranks 0..size-1 of one group whose ranks are threads of this process
 /// (ddp_init_local): one transport per rank, each used by its own thread.
-std::vector<std::unique_ptr<Transport>> make_local_transports(int size);
+/// `first_rank`: where the threads are part of a wider group (processes x
+/// threads), the number that group gives rank 0, as abort notices name
+/// their senders; 0 otherwise.
+std::vector<std::unique_ptr<Transport>> make_local_transports(int size, int first_rank = 0);
+
+/// The `threads` ranks of this process in one group of processes x threads
+/// (ddp_init_local under an MPI launcher): rank process x threads + i is
+/// thread i of process `processes`' rank. Threads meet in this process's
+/// memory, one thread of each process carries their part to the other
+/// processes over `processes` (an mpi transport at MPI_THREAD_MULTIPLE).
+/// Every process must pass the same `threads` (the caller checks).
+std::vector<std::unique_ptr<Transport>> make_mixed_transports(std::unique_ptr<Transport> processes, int threads);
 
 /// Starts or adopts MPI; mpi_comm_fortran is DDP_NO_MPI_COMM for the world.
 /// Throws DDP_ERR_UNSUPPORTED when libddp was built without MPI.

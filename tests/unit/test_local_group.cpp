@@ -405,15 +405,6 @@ TEST(LocalGroupFaults, APeerArrivingAfterATimeoutLeavesTheBuffersAlone) {
     for (float value : rank0) ASSERT_EQ(value, 1.0f);
 }
 
-TEST(LocalGroupStart, UnderAnMpiLauncherItIsNotBuiltYet) {
-    ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
-    ddp_comm* comms[2] = {nullptr, nullptr};
-    EXPECT_EQ(ddp_init_local(2, nullptr, nullptr, comms), DDP_ERR_UNSUPPORTED);
-    ::unsetenv("OMPI_COMM_WORLD_SIZE");
-    EXPECT_NE(std::string(ddp_last_error_message()).find("not built yet"), std::string::npos)
-        << ddp_last_error_message();
-}
-
 // Every dtype, summed, where every sum is exact in the dtype.
 TEST(LocalGroupDtypes, EveryDtypeSums) {
     const int n = 3;

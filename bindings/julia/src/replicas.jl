@@ -38,7 +38,8 @@ communicator(r::Replicas, i::Integer) = r.comms[i]
 Starts a group of `n` ranks inside this process (`ddp_init_local`) and gives each a
 `deepcopy` of `x` (a model, an array, any tree): Conflux's `replicate`, on the CPU.
 `timeout_s` as for `DDP.Init` (0: `DDP_TIMEOUT_S`, else 1800 s). Local: no launcher, no
-MPI; refused under `mpirun` (one group across processes is not built yet).
+MPI; under `mpirun` every process's copies are ranks of one group across the processes
+(copy `i` of process `p` is rank `p × n + i - 1`).
 
     DDP.replicate(x, devices::AbstractVector{<:Integer})
 

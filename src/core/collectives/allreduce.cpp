@@ -41,7 +41,7 @@ int64_t carried_bytes(Communicator& comm, const CollectiveCall& call) {
         if (tensor.dtype != call.tensors[0].dtype) return 0;
         bytes += byte_size(tensor);
     }
-    return bytes <= comm.control().agreement_route().carried_capacity() ? bytes : 0;
+    return bytes <= comm.agreement().route().carried_capacity() ? bytes : 0;
 }
 
 // A small allreduce: packed, reduced inside agreement (one round of
@@ -59,7 +59,7 @@ void allreduce_in_agreement(Communicator& comm, CallContext& context, const Coll
     const ddp_dtype dtype = dtype_of(call.tensors[0]);
     const CarriedAllreduce carried{bucket, bytes / static_cast<int64_t>(element_size(dtype)), dtype,
                                    plane_op(call.op)};
-    agree(comm.channel(), comm.control(), context, words, &carried, nullptr, call.names);
+    comm.agreement().agree(context, words, &carried, nullptr, call.names);
     trace::Span span(timeline, call.op == DDP_OP_AVG ? "unpack + divide" : "unpack", trace::Row::work, context.sequence);
     if (span.on()) span.event().bytes = bytes;
     const std::byte* next = bucket;

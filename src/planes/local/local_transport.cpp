@@ -27,7 +27,8 @@ using local::RoundPending;
 
 class LocalTransport final : public Transport, public ControlChannel {
 public:
-    LocalTransport(std::shared_ptr<Group> group, int rank) : group_(std::move(group)), rank_(rank), plane_(group_, rank) {}
+    LocalTransport(std::shared_ptr<Group> group, int rank, int first_rank)
+        : group_(std::move(group)), rank_(rank), first_rank_(first_rank), plane_(group_, rank) {}
     ~LocalTransport() override { group_->set_status_source(rank_, nullptr); }
 
     const char* name() const override { return "local"; }
@@ -75,7 +76,8 @@ public:
 
     void start_control(const std::function<PeerStatus()>& status) override { group_->set_status_source(rank_, status); }
     void poll_control() override {}
-    std::optional<AbortNotice> abort_notice() override { return group_->notice_for(rank_); }
+    // Notices name their senders as the widest group does (first_rank_ + rank).
+    std::optional<AbortNotice> abort_notice() override { return group_->notice_for(first_rank_ + rank_); }
     void send_abort(const AbortNotice& notice) override { group_->post_notice(notice); }
     std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point) override {
         std::vector<std::optional<PeerStatus>> answers(static_cast<size_t>(size()));
@@ -116,7 +118,7 @@ public:
         std::sort(members.begin(), members.end());
         const auto me = std::find(members.begin(), members.end(), std::pair<int, int>{key, rank_});
         return std::make_unique<LocalTransport>(group_->child(number, color, static_cast<int>(members.size())),
-                                                static_cast<int>(me - members.begin()));
+                                                static_cast<int>(me - members.begin()), 0);
     }
 
 private:
@@ -135,6 +137,7 @@ private:
 
     std::shared_ptr<Group> group_;
     int rank_;
+    int first_rank_;
     local::InProcessPlane plane_;
     std::atomic<uint64_t> next_round_{0};
     uint64_t splits_ = 0;  // splits run in call order on every rank
@@ -144,10 +147,11 @@ private:
 
 }  // namespace
 
-std::vector<std::unique_ptr<Transport>> make_local_transports(int size) {
+std::vector<std::unique_ptr<Transport>> make_local_transports(int size, int first_rank) {
     auto group = std::make_shared<Group>(size);
     std::vector<std::unique_ptr<Transport>> transports;
-    for (int rank = 0; rank < size; ++rank) transports.push_back(std::make_unique<LocalTransport>(group, rank));
+    for (int rank = 0; rank < size; ++rank)
+        transports.push_back(std::make_unique<LocalTransport>(group, rank, first_rank));
     return transports;
 }
 

@@ -198,12 +198,14 @@ public:
             check(MPI_Irecv(pong_words_.data(), 4, MPI_UINT64_T, MPI_ANY_SOURCE, pong_tag, control_, &pong_receive_),
                   "MPI_Irecv");
         }
-        check(MPI_Test(&abort_receive_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        check(MPI_Test(&abort_receive_, &done, &status), "MPI_Test");
         if (done) {
             const AbortNotice arrived{static_cast<int>(abort_words_[0]), abort_words_[1], abort_words_[2],
                                       static_cast<AbortNotice::Reason>(abort_words_[3]),
                                       static_cast<int>(static_cast<int64_t>(abort_words_[4])), abort_words_[5]};
-            heard(arrived.from_rank);
+            // From the sending process (a notice names its rank as its own
+            // group numbers it: a process of threads names the thread).
+            heard(status.MPI_SOURCE);
             // The first notice stays, except that a peer that stopped (gave up,
             // aborted, failed on its GPU) outranks one that merely finalized:
             // the first may break calls the second still lets finish.

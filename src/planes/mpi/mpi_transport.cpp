@@ -5,6 +5,9 @@
 // one, control messages on the other, so that they never meet.
 #include <mpi.h>
 
+#include <mutex>
+#include <vector>
+
 #include "planes/mpi/data_comm.hpp"
 #include "planes/mpi/mpi_channel.hpp"
 #include "planes/mpi/mpi_check.hpp"
@@ -16,6 +19,15 @@
 namespace ddp {
 
 namespace {
+
+/// Channels whose receives (and abandoned operations) MPI may still write
+/// into, kept until the process exits.
+void keep_until_exit(std::unique_ptr<MpiChannel> channel) {
+    static std::mutex mutex;
+    static std::vector<std::unique_ptr<MpiChannel>> kept;
+    std::lock_guard lock(mutex);
+    kept.push_back(std::move(channel));
+}
 
 class MpiTransport final : public Transport {
 public:
@@ -66,6 +78,10 @@ public:
         } catch (const Error&) {
             // Destructors must not throw; finalize() reports errors when called directly.
         }
+        // Left with peers absent, the channel's receives stay posted, and a
+        // late message would land in it: where MPI outlives this transport
+        // (the caller's MPI, a group of threads started again), it is kept.
+        if (!freed_) keep_until_exit(std::move(channel_));
     }
 
     const char* name() const override { return "mpi"; }
@@ -97,7 +113,8 @@ public:
         data_.ops.reset();
         // A communicator with an operation a timeout abandoned is not freed:
         // freeing it could wait for that operation.
-        if (!channel_->abandoned_any()) check(MPI_Comm_free(&data_.comm), "MPI_Comm_free");
+        freed_ = !channel_->abandoned_any();
+        if (freed_) check(MPI_Comm_free(&data_.comm), "MPI_Comm_free");
         data_.comm = MPI_COMM_NULL;
         if (owns_mpi_) check(MPI_Finalize(), "MPI_Finalize");
     }
@@ -118,6 +135,7 @@ private:
     MpiDataComm data_;
     int thread_level_ = MPI_THREAD_SINGLE;
     bool owns_mpi_ = false;
+    bool freed_ = false;  ///< finalized with every peer present: the channel's receives are cancelled
     std::unique_ptr<MpiChannel> channel_;  // after data_: it uses it
     std::unique_ptr<HostPlane> plane_;
 };

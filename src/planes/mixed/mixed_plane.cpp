@@ -1,0 +1,117 @@
+#include "planes/mixed/mixed_plane.hpp"
+
+#include <cstring>
+#include <vector>
+
+#include "planes/mixed/capabilities.hpp"
+#include "util/dtype.hpp"
+
+namespace ddp::mixed {
+
+namespace {
+
+using Bytes = std::shared_ptr<std::vector<std::byte>>;
+
+Bytes bytes_of(size_t n) { return std::make_shared<std::vector<std::byte>>(n); }
+
+Bytes copy_of(const void* data, size_t n) {
+    const auto* from = static_cast<const std::byte*>(data);
+    return std::make_shared<std::vector<std::byte>>(from, from + n);
+}
+
+}  // namespace
+
+std::span<const Capability> MixedPlane::capabilities() const { return mixed_capabilities; }
+
+// The threads' sum on thread 0, the processes' sum there, then to every thread.
+std::unique_ptr<Pending> MixedPlane::start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) {
+    if (link_->processes() == 1) return first_.start_allreduce(data, count, dtype, op);
+    const auto bytes = count * static_cast<int64_t>(element_size(dtype));
+    std::vector<Chain::Step> steps;
+    steps.push_back(Chain::step([=, this] { return first_.start_reduce(data, count, dtype, op, 0); }));
+    if (leads()) steps.push_back(across([=, this] { return link_->plane().start_allreduce(data, count, dtype, op); }));
+    steps.push_back(meet_again([=, this] { return again_.start_broadcast(data, bytes, 0); }));
+    return Chain::start(std::move(steps));
+}
+
+// Into thread 0 of root's process, which keeps the sum in a copy of its
+// buffer unless it is the root; then to the root's thread. Every other
+// rank's buffer stays as it was.
+std::unique_ptr<Pending> MixedPlane::start_reduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op, int root) {
+    if (link_->processes() == 1) return first_.start_reduce(data, count, dtype, op, root);
+    const int to = root / threads(), at = root % threads();
+    const auto bytes = static_cast<size_t>(count) * element_size(dtype);
+    const bool is_root = process() == to && thread_ == at;
+    Bytes scratch;
+    void* mine = data;
+    if (leads() && !is_root) {
+        scratch = copy_of(data, bytes);
+        mine = scratch->data();
+    }
+    std::vector<Chain::Step> steps;
+    if (process() == to && at != 0 && !leads() && !is_root) scratch = bytes_of(bytes);  // received and dropped
+    steps.push_back(Chain::step([=, this] { return first_.start_reduce(mine, count, dtype, op, 0); }));
+    if (leads()) steps.push_back(across([=, this] { return link_->plane().start_reduce(mine, count, dtype, op, to); }));
+    if (process() == to && at != 0) {
+        void* into = is_root ? data : scratch->data();
+        steps.push_back(meet_again([=, this] { return again_.start_broadcast(into, static_cast<int64_t>(bytes), 0); }));
+    }
+    return Chain::start(std::move(steps), {scratch});
+}
+
+// From the root's thread to its process's thread 0, to every process's
+// thread 0, to their threads.
+std::unique_ptr<Pending> MixedPlane::start_broadcast(void* data, int64_t bytes, int root) {
+    if (link_->processes() == 1) return first_.start_broadcast(data, bytes, root);
+    const int from = root / threads(), at = root % threads();
+    std::vector<Chain::Step> steps;
+    if (process() == from) steps.push_back(Chain::step([=, this] { return first_.start_broadcast(data, bytes, at); }));
+    if (leads()) steps.push_back(across([=, this] { return link_->plane().start_broadcast(data, bytes, from); }));
+    if (process() != from) steps.push_back(meet_again([=, this] { return again_.start_broadcast(data, bytes, 0); }));
+    return Chain::start(std::move(steps));
+}
+
+// Ranks are numbered process by process, so a process's threads fill one
+// stretch of the result: gathered there first, then the stretches across
+// processes, then the whole to every thread.
+std::unique_ptr<Pending> MixedPlane::start_allgather(const void* send, void* recv, int64_t count, ddp_dtype dtype) {
+    if (link_->processes() == 1) return first_.start_allgather(send, recv, count, dtype);
+    const auto block = count * static_cast<int64_t>(element_size(dtype));
+    auto* stretch = static_cast<std::byte*>(recv) + process() * threads() * block;
+    const int64_t all = link_->processes() * threads() * block;
+    std::vector<Chain::Step> steps;
+    steps.push_back(Chain::step([=, this] { return first_.start_allgather(send, stretch, count, dtype); }));
+    if (leads())
+        steps.push_back(across([=, this] { return link_->plane().start_allgather(stretch, recv, threads() * count, dtype); }));
+    steps.push_back(meet_again([=, this] { return again_.start_broadcast(recv, all, 0); }));
+    return Chain::start(std::move(steps));
+}
+
+// The threads' sums of every block on thread 0 (in a copy: `send` is the
+// caller's), this process's blocks of the processes' sum there, then each
+// thread takes its own.
+std::unique_ptr<Pending> MixedPlane::start_reduce_scatter(const void* send, void* recv, int64_t count, ddp_dtype dtype,
+                                                          ddp_op op) {
+    if (link_->processes() == 1) return first_.start_reduce_scatter(send, recv, count, dtype, op);
+    const auto element = static_cast<int64_t>(element_size(dtype));
+    const int64_t all = link_->processes() * threads() * count;
+    Bytes sum = leads() ? copy_of(send, static_cast<size_t>(all * element)) : nullptr;
+    // Read only where this thread is not the reduce's root (its buffer stays as it was).
+    void* mine = leads() ? sum->data() : const_cast<void*>(send);
+    Bytes blocks = bytes_of(static_cast<size_t>(threads() * count * element));
+    std::vector<Chain::Step> steps;
+    steps.push_back(Chain::step([=, this] { return first_.start_reduce(mine, all, dtype, op, 0); }));
+    if (leads())
+        steps.push_back(across([=, this] {
+            return link_->plane().start_reduce_scatter(sum->data(), blocks->data(), threads() * count, dtype, op);
+        }));
+    steps.push_back(meet_again(
+        [=, this] { return again_.start_broadcast(blocks->data(), static_cast<int64_t>(blocks->size()), 0); }));
+    steps.push_back(Chain::step([=, this]() -> std::unique_ptr<Pending> {
+        std::memcpy(recv, blocks->data() + thread_ * count * element, static_cast<size_t>(count * element));
+        return nullptr;
+    }));
+    return Chain::start(std::move(steps), {sum, blocks});
+}
+
+}  // namespace ddp::mixed

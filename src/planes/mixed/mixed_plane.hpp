@@ -1,0 +1,60 @@
+// The host plane of a group across processes x threads: each operation is
+// a chain (chain.hpp) of the threads meeting in their process's memory
+// (the in-process plane of a first local group), thread 0 of each process
+// crossing to the other processes (the mpi plane), and the threads meeting
+// again (a second local group, so that its rounds keep one order however
+// the first steps end). Rank process x threads + i is thread i.
+#pragma once
+
+#include <memory>
+
+#include "planes/host_plane.hpp"
+#include "planes/mixed/chain.hpp"
+#include "planes/mixed/process_link.hpp"
+
+namespace ddp::mixed {
+
+/// What one rank's chains share: its gates, so that its process meets the
+/// others, and its threads meet again, in the order it made its chains.
+struct Gates {
+    Gate processes;  ///< thread 0's steps over MPI (control and data alike)
+    Gate again;      ///< the second meetings of the threads
+};
+
+class MixedPlane final : public HostPlane {
+public:
+    /// `first`, `again`: this thread's in-process planes of the two local groups.
+    MixedPlane(std::shared_ptr<ProcessLink> link, int thread, HostPlane& first, HostPlane& again, Gates& gates)
+        : link_(std::move(link)), thread_(thread), first_(first), again_(again), gates_(gates) {}
+
+    const char* name() const override { return "local+mpi"; }
+    std::span<const Capability> capabilities() const override;
+
+    std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) override;
+    std::unique_ptr<Pending> start_reduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op, int root) override;
+    std::unique_ptr<Pending> start_broadcast(void* data, int64_t bytes, int root) override;
+    std::unique_ptr<Pending> start_allgather(const void* send, void* recv, int64_t count, ddp_dtype dtype) override;
+    std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count, ddp_dtype dtype,
+                                                  ddp_op op) override;
+
+private:
+    bool leads() const { return thread_ == 0; }
+    int threads() const { return link_->threads(); }
+    int process() const { return link_->process(); }
+    /// A step of thread 0 over MPI, in its turn.
+    Chain::Step across(std::function<std::unique_ptr<Pending>()> start) {
+        return Chain::step(gates_.processes, std::move(start));
+    }
+    /// A second meeting of the threads, in its turn.
+    Chain::Step meet_again(std::function<std::unique_ptr<Pending>()> start) {
+        return Chain::step(gates_.again, std::move(start));
+    }
+
+    std::shared_ptr<ProcessLink> link_;
+    int thread_;
+    HostPlane& first_;
+    HostPlane& again_;
+    Gates& gates_;
+};
+
+}  // namespace ddp::mixed

@@ -1,0 +1,260 @@
+// The transport of a group across processes x threads (ddp_init_local
+// under an MPI launcher): rank process x threads + i is thread i of the
+// process that MPI numbers `process`. Its control exchanges and its data
+// operations are chains (chain.hpp): the process's threads meet in a first
+// local group, thread 0 exchanges the process's part with the other
+// processes over MPI, and the threads meet again in a second local group,
+// whose rounds keep one order however the first steps end. Abort notices go
+// to both local groups and to every other process; a peer's status is read
+// off its thread in this process, or is its process's least advanced
+// thread's (process_link.hpp).
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "planes/mixed/chain.hpp"
+#include "planes/mixed/mixed_plane.hpp"
+#include "planes/mixed/process_link.hpp"
+#include "planes/transport.hpp"
+#include "util/dtype.hpp"
+#include "util/error.hpp"
+
+namespace ddp {
+
+namespace {
+
+using mixed::Chain;
+using Words = std::vector<uint64_t>;
+using Lists = std::vector<Words>;
+
+/// Lists as one list of words (their count, each one's length, then each
+/// one's words), as a chain hands them from one step to the next.
+Words flatten(const Lists& lists) {
+    Words words{lists.size()};
+    for (const Words& list : lists) words.push_back(list.size());
+    for (const Words& list : lists) words.insert(words.end(), list.begin(), list.end());
+    return words;
+}
+
+Lists unflatten(const Words& words) {
+    Lists lists(words.empty() ? 0 : words[0]);
+    size_t at = 1 + lists.size();
+    for (size_t i = 0; i < lists.size(); ++i) {
+        const size_t length = words.at(1 + i);
+        lists[i].assign(words.begin() + static_cast<std::ptrdiff_t>(at),
+                        words.begin() + static_cast<std::ptrdiff_t>(at + length));
+        at += length;
+    }
+    return lists;
+}
+
+/// Of two notices, the one a rank acts on: a peer that stopped outranks one
+/// that only finalized; otherwise the first.
+std::optional<AbortNotice> first_notice(std::optional<AbortNotice> a, std::optional<AbortNotice> b) {
+    if (!a) return b;
+    if (b && a->reason == AbortNotice::Reason::finalizing && b->reason != AbortNotice::Reason::finalizing) return b;
+    return a;
+}
+
+class MixedTransport final : public Transport, public ControlChannel {
+public:
+    /// `first`, `again`: this thread's transports of the two local groups.
+    MixedTransport(std::shared_ptr<mixed::ProcessLink> link, int thread, std::unique_ptr<Transport> first,
+                   std::unique_ptr<Transport> again)
+        : link_(std::move(link)), thread_(thread), first_(std::move(first)), again_(std::move(again)),
+          plane_(link_, thread, *first_->host_planes().front(), *again_->host_planes().front(), gates_) {}
+    ~MixedTransport() override { link_->set_status(thread_, nullptr); }
+
+    const char* name() const override { return "local+mpi"; }
+    ControlChannel& channel() override { return *this; }
+    std::vector<HostPlane*> host_planes() override { return {&plane_}; }
+
+    int rank() const override { return link_->process() * threads() + thread_; }
+    int size() const override { return link_->processes() * threads(); }
+    int local_rank() const override { return mpi().local_rank() * threads() + thread_; }
+    int local_size() const override { return mpi().local_size() * threads(); }
+    int node_leader() const override { return mpi().node_leader() * threads(); }
+    bool allows_background_thread() const override { return true; }
+    bool allows_concurrent_calls() const override { return true; }
+
+    std::unique_ptr<Pending> start_max_u64(std::span<uint64_t> values) override {
+        return start_max_u64_carrying(values, nullptr, 0, DDP_DTYPE_U8, DDP_OP_SUM);
+    }
+    // Words and the carried data reduced among the threads, across the
+    // processes by thread 0, then handed to every thread as thread 0's words.
+    std::unique_ptr<Pending> start_max_u64_carrying(std::span<uint64_t> values, void* carried, int64_t count,
+                                                    ddp_dtype dtype, ddp_op op) override {
+        if (link_->processes() == 1) return first().start_max_u64_carrying(values, carried, count, dtype, op);
+        struct State {
+            Words words;
+            std::vector<std::byte> data;
+            Lists from_thread_0;
+        };
+        auto state = std::make_shared<State>();
+        state->words.assign(values.begin(), values.end());
+        const size_t bytes = carried != nullptr ? static_cast<size_t>(count) * element_size(dtype) : 0;
+        if (bytes > 0) state->data.assign(static_cast<std::byte*>(carried), static_cast<std::byte*>(carried) + bytes);
+        void* data = bytes > 0 ? state->data.data() : nullptr;
+        std::vector<Chain::Step> steps;
+        steps.push_back(Chain::step([=, this] {
+            return first().start_max_u64_carrying(state->words, data, count, dtype, op);
+        }));
+        if (leads())
+            steps.push_back(Chain::step(gates_.processes, [=, this] {
+                return mpi().start_max_u64_carrying(state->words, data, count, dtype, op);
+            }));
+        steps.push_back(Chain::step(gates_.again, [=, this] {
+            Words mine;
+            if (leads()) {
+                mine = state->words;
+                Words packed((state->data.size() + sizeof(uint64_t) - 1) / sizeof(uint64_t));
+                if (!state->data.empty()) std::memcpy(packed.data(), state->data.data(), state->data.size());
+                mine.insert(mine.end(), packed.begin(), packed.end());
+            }
+            return again().start_allgather_u64(mine, state->from_thread_0);
+        }));
+        steps.push_back(Chain::step([=]() -> std::unique_ptr<Pending> {
+            const Words& got = state->from_thread_0.at(0);
+            std::copy_n(got.begin(), std::min(values.size(), got.size()), values.begin());
+            // Ranks that passed different calls carry different bytes; the
+            // words say so, and the data means nothing then.
+            const size_t sent = (got.size() - std::min(values.size(), got.size())) * sizeof(uint64_t);
+            if (bytes > 0) std::memcpy(carried, got.data() + values.size(), std::min(bytes, sent));
+            return nullptr;
+        }));
+        return Chain::start(std::move(steps), {state});
+    }
+    // The threads' lists, every process's lists by thread 0, then all of
+    // them to every thread as thread 0's words.
+    std::unique_ptr<Pending> start_allgather_u64(std::span<const uint64_t> words, Lists& by_rank) override {
+        if (link_->processes() == 1) return first().start_allgather_u64(words, by_rank);
+        struct State {
+            Lists threads, processes, from_thread_0;
+        };
+        auto state = std::make_shared<State>();
+        Words mine(words.begin(), words.end());
+        std::vector<Chain::Step> steps;
+        steps.push_back(Chain::step([=, this] { return first().start_allgather_u64(mine, state->threads); }));
+        if (leads())
+            steps.push_back(Chain::step(gates_.processes, [=, this] {
+                return mpi().start_allgather_u64(flatten(state->threads), state->processes);
+            }));
+        steps.push_back(Chain::step(gates_.again, [=, this] {
+            Lists all;
+            if (leads())
+                for (const Words& process : state->processes)
+                    for (Words& list : unflatten(process)) all.push_back(std::move(list));
+            return again().start_allgather_u64(leads() ? flatten(all) : Words{}, state->from_thread_0);
+        }));
+        steps.push_back(Chain::step([=, &by_rank]() -> std::unique_ptr<Pending> {
+            by_rank = unflatten(state->from_thread_0.at(0));
+            return nullptr;
+        }));
+        return Chain::start(std::move(steps), {state});
+    }
+    // Kept by the MPI channel, which then leaves its communicators alone at
+    // finalize (an MPI step may still be under way).
+    void abandon(std::unique_ptr<Pending> pending) override { mpi().abandon(std::move(pending)); }
+
+    void start_control(const std::function<PeerStatus()>& status) override {
+        first().start_control(status);
+        link_->set_status(thread_, status);
+    }
+    void poll_control() override { mpi().poll_control(); }
+    std::optional<AbortNotice> abort_notice() override {
+        return first_notice(first().abort_notice(), mpi().abort_notice());
+    }
+    // Both local groups withdraw their open data rounds; the other
+    // processes' threads all hear it.
+    void send_abort(const AbortNotice& notice) override {
+        first().send_abort(notice);
+        again().send_abort(notice);
+        mpi().send_abort(notice);
+    }
+    std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline) override {
+        std::vector<std::optional<PeerStatus>> answers(static_cast<size_t>(size()));
+        const auto threads_here = first().ask_peers(deadline);
+        const auto other_processes = mpi().ask_peers(deadline);
+        for (int peer = 0; peer < size(); ++peer) {
+            if (peer == rank()) continue;
+            const int thread = peer % threads();
+            answers[static_cast<size_t>(peer)] =
+                here(peer) ? (threads_here[static_cast<size_t>(thread)] ? threads_here[static_cast<size_t>(thread)]
+                                                                        : link_->final_status(thread))
+                           : other_processes[static_cast<size_t>(peer / threads())];
+        }
+        return answers;
+    }
+    std::optional<Clock::time_point> last_heard_from(int peer) override {
+        return here(peer) ? first().last_heard_from(peer % threads()) : mpi().last_heard_from(peer / threads());
+    }
+    std::optional<HeardStatus> last_status(int peer) override {
+        return here(peer) ? first().last_status(peer % threads()) : mpi().last_status(peer / threads());
+    }
+    void ping(std::span<const int> peers) override {
+        std::vector<int> others;
+        for (int peer : peers)
+            if (!here(peer)) others.push_back(peer / threads());
+        std::sort(others.begin(), others.end());
+        others.erase(std::unique(others.begin(), others.end()), others.end());
+        mpi().ping(others);
+    }
+    bool answers_in_background() const override { return true; }
+    std::vector<ProcessIdentity> processes() const override {
+        std::vector<ProcessIdentity> by_rank;
+        for (const ProcessIdentity& process : mpi().processes())
+            by_rank.insert(by_rank.end(), static_cast<size_t>(threads()), process);
+        return by_rank;
+    }
+
+    // Only the last thread of a process waits for the other processes: the
+    // others have nothing left that a peer could touch (as in a local group).
+    std::unique_ptr<Pending> start_finalize_barrier() override {
+        return link_->last_at_finalize() ? mpi().start_finalize_barrier() : nullptr;
+    }
+    void finalize(bool peers_present) override {
+        link_->set_status(thread_, nullptr);  // the other processes stop reading this thread's status
+        first_->finalize(peers_present);
+        again_->finalize(peers_present);
+        link_->release(peers_present);
+    }
+
+    std::unique_ptr<Transport> split(int, int, std::span<const std::pair<int, int>>, Clock::time_point) override {
+        fail(DDP_ERR_UNSUPPORTED, "splitting a group across processes x threads (ddp_init_local under an MPI "
+                                  "launcher) is not built yet");
+    }
+
+private:
+    int threads() const { return link_->threads(); }
+    bool leads() const { return thread_ == 0; }
+    /// Whether `peer` is a thread of this process.
+    bool here(int peer) const { return peer / threads() == link_->process(); }
+    ControlChannel& first() { return first_->channel(); }
+    ControlChannel& again() { return again_->channel(); }
+    /// The MPI channel between the processes (thread 0 of each carries its threads' part).
+    ControlChannel& mpi() { return link_->channel(); }
+    const ControlChannel& mpi() const { return link_->channel(); }
+
+    std::shared_ptr<mixed::ProcessLink> link_;
+    int thread_;
+    std::unique_ptr<Transport> first_, again_;
+    mixed::Gates gates_;
+    mixed::MixedPlane plane_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Transport>> make_mixed_transports(std::unique_ptr<Transport> processes, int threads) {
+    auto link = std::make_shared<mixed::ProcessLink>(std::move(processes), threads);
+    const int first_rank = link->process() * threads;
+    std::vector<std::unique_ptr<Transport>> first = make_local_transports(threads, first_rank);
+    std::vector<std::unique_ptr<Transport>> again = make_local_transports(threads, first_rank);
+    std::vector<std::unique_ptr<Transport>> transports;
+    for (int thread = 0; thread < threads; ++thread)
+        transports.push_back(std::make_unique<MixedTransport>(link, thread, std::move(first[static_cast<size_t>(thread)]),
+                                                              std::move(again[static_cast<size_t>(thread)])));
+    return transports;
+}
+
+}  // namespace ddp

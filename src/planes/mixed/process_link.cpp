@@ -1,0 +1,70 @@
+#include "planes/mixed/process_link.hpp"
+
+#include <tuple>
+
+namespace ddp::mixed {
+
+ProcessLink::ProcessLink(std::unique_ptr<Transport> processes, int threads)
+    : processes_(std::move(processes)), process_(processes_->channel().rank()),
+      processes_count_(processes_->channel().size()), threads_(threads), statuses_(static_cast<size_t>(threads)),
+      final_statuses_(static_cast<size_t>(threads)) {}
+
+// Never under mutex_: finalizing the channel joins its responder thread,
+// which may be waiting for mutex_ to read the statuses.
+ProcessLink::~ProcessLink() {
+    bool released = false;
+    {
+        std::lock_guard lock(mutex_);
+        released = released_ == threads_;
+    }
+    if (!released) processes_->finalize(false);  // a start that failed: nothing collective
+}
+
+void ProcessLink::set_status(int thread, std::function<PeerStatus()> status) {
+    std::lock_guard lock(mutex_);
+    auto& source = statuses_[static_cast<size_t>(thread)];
+    if (!status && source) final_statuses_[static_cast<size_t>(thread)] = source();
+    source = std::move(status);
+    if (answering_ || !statuses_[static_cast<size_t>(thread)]) return;
+    answering_ = true;
+    // The responder thread reads the statuses under the same lock as a
+    // finalizing thread takes its own away.
+    processes_->channel().start_control([this] {
+        std::lock_guard lock(mutex_);
+        return least_advanced();
+    });
+}
+
+std::optional<PeerStatus> ProcessLink::final_status(int thread) const {
+    std::lock_guard lock(mutex_);
+    return final_statuses_[static_cast<size_t>(thread)];
+}
+
+PeerStatus ProcessLink::least_advanced() const {
+    PeerStatus least;
+    bool any = false;
+    for (const auto& status : statuses_) {
+        if (!status) continue;
+        const PeerStatus s = status();
+        // A thread that has not entered a call its peers are in comes first.
+        if (!any || std::tuple(s.sequence, s.in_call) < std::tuple(least.sequence, least.in_call)) least = s;
+        any = true;
+    }
+    return least;
+}
+
+bool ProcessLink::last_at_finalize() {
+    std::lock_guard lock(mutex_);
+    return ++at_finalize_ == threads_;
+}
+
+void ProcessLink::release(bool peers_present) {
+    bool last = false;
+    {
+        std::lock_guard lock(mutex_);
+        last = ++released_ == threads_;
+    }
+    if (last) processes_->finalize(peers_present);
+}
+
+}  // namespace ddp::mixed
