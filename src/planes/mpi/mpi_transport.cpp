@@ -5,7 +5,9 @@
 // one, control messages on the other, so that they never meet.
 #include <mpi.h>
 
+#include <cstdlib>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "planes/mpi/data_comm.hpp"
@@ -46,6 +48,7 @@ public:
         } else {
             check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &thread_level_), "MPI_Init_thread");
             owns_mpi_ = true;
+            starter_ = std::this_thread::get_id();
         }
         choose_nonblocking_allreduce_algorithm(thread_level_);
         MPI_Comm base = MPI_COMM_WORLD;
@@ -116,7 +119,17 @@ public:
         freed_ = !channel_->abandoned_any();
         if (freed_) check(MPI_Comm_free(&data_.comm), "MPI_Comm_free");
         data_.comm = MPI_COMM_NULL;
-        if (owns_mpi_) check(MPI_Finalize(), "MPI_Finalize");
+        if (!owns_mpi_) return;
+        // MPI ends on the thread that started it (MPI's main thread): a
+        // group of threads may end on another, and then MPI ends at exit.
+        if (std::this_thread::get_id() == starter_)
+            check(MPI_Finalize(), "MPI_Finalize");
+        else
+            std::atexit([] {
+                int finalized = 0;
+                MPI_Finalized(&finalized);
+                if (!finalized) MPI_Finalize();
+            });
     }
 
 private:
@@ -135,6 +148,7 @@ private:
     MpiDataComm data_;
     int thread_level_ = MPI_THREAD_SINGLE;
     bool owns_mpi_ = false;
+    std::thread::id starter_;  ///< the thread that started MPI, where this transport did
     bool freed_ = false;  ///< finalized with every peer present: the channel's receives are cancelled
     std::unique_ptr<MpiChannel> channel_;  // after data_: it uses it
     std::unique_ptr<HostPlane> plane_;
