@@ -10,7 +10,8 @@
 #
 #     DDP_LIBRARY=build/src/libddp.so.0 mpirun -np 2 julia --project=bindings/julia examples/julia/train_mlp.jl
 #
-# With `--local N` (no mpirun) it trains N replicas in this one process, Conflux.jl's
+# With `--local N` it trains N replicas in this one process (under mpirun, N in each
+# process, all ranks of one group), Conflux.jl's
 # way: `DDP.replicate` the weights, each replica's backward pass on a task of its own
 # (`DDP.withdevices`), and one grouped `allreduce!(:avg, replicas, grads...)` per step
 # from this task; the same losses as N processes.
@@ -142,10 +143,13 @@ end
 function main_local(n)
     x, y = make_data()
     replicas = DDP.replicate(initial_params(0), n)  # every copy starts as rank 0's
+    # Copy i is rank i - 1 of n; under mpirun, of every process's copies.
+    ranks = [local_rank(DDP.communicator(replicas, i)) for i in 1:n]
+    size = total_workers(DDP.communicator(replicas, 1))
     grads = [Params() for _ in 1:n]
     first_loss = loss = 0.0
     for epoch in 0:EPOCHS-1
-        shards = [shard_indices(SAMPLES, i - 1, n; seed = 2024, epoch = epoch) for i in 1:n]
+        shards = [shard_indices(SAMPLES, ranks[i], size; seed = 2024, epoch = epoch) for i in 1:n]
         losses = zeros(n)
         for start in 1:BATCH:length(shards[1])  # every shard has the same length
             DDP.withdevices(replicas) do i, params
@@ -167,13 +171,14 @@ function main_local(n)
         means = [[losses[i] / length(shards[i])] for i in 1:n]
         loss = allreduce!(:avg, replicas, means...)[1][1]
         epoch == 0 && (first_loss = loss)
-        println(@sprintf("epoch %2d  loss %.5f", epoch + 1, loss))
+        ranks[1] == 0 && println(@sprintf("epoch %2d  loss %.5f", epoch + 1, loss))
     end
     identical = all(arrays(replicas[i]) == arrays(replicas[1]) for i in 2:n)
     converged = loss < first_loss / 5
-    println(@sprintf("%s: loss %.5f -> %.5f on %d replicas in one process; replicas %s",
-                     converged ? "converged" : "NOT converged", first_loss, loss, n,
-                     identical ? "identical" : "differ"))
+    where = size == n ? "in one process" : "in each of $(size ÷ n) processes"
+    ranks[1] == 0 && println(@sprintf("%s: loss %.5f -> %.5f on %d replicas %s; replicas %s",
+                                      converged ? "converged" : "NOT converged", first_loss, loss, n, where,
+                                      identical ? "identical" : "differ"))
     close(replicas)
     return converged && identical ? 0 : 1
 end
