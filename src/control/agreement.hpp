@@ -112,10 +112,4 @@ void append_reason(std::vector<uint64_t>& words, std::string_view reason);
 /// The reason append_reason put at words[at] ("" when the words are too short).
 std::string reason_at(std::span<const uint64_t> words, size_t at);
 
-/// Takes part in agreement for a call whose arguments failed validation on
-/// this rank, so that the peers return DDP_ERR_MISMATCH instead of waiting,
-/// naming this rank and `reason` (this rank's own error message). Errors of
-/// that step are dropped: the caller reports its own.
-void agree_on_invalid_call(ControlChannel& channel, ControlPlane& control, CallContext& context, std::string_view reason);
-
 }  // namespace ddp

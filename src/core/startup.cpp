@@ -74,7 +74,7 @@ std::unique_ptr<Communicator> started_world(const ddp_init_options& opts) {
 // that every process fails together instead of leaving the others waiting.
 std::vector<std::unique_ptr<Transport>> threads_of_every_process(int size, bool with_devices,
                                                                  std::optional<Error> refused, double timeout_s) {
-    std::unique_ptr<Transport> processes = make_transport(DDP_BACKEND_MPI, DDP_NO_MPI_COMM);
+    std::unique_ptr<Transport> processes = make_mpi_transport(DDP_NO_MPI_COMM, MpiEnds::at_exit);
     ControlChannel& channel = processes->channel();
     try {
         if (!refused && with_devices)

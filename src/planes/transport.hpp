@@ -60,7 +60,11 @@ std::vector<std::unique_ptr<Transport>> make_mixed_transports(std::unique_ptr<Tr
 
 /// Starts or adopts MPI; mpi_comm_fortran is DDP_NO_MPI_COMM for the world.
 /// Throws DDP_ERR_UNSUPPORTED when libddp was built without MPI.
-std::unique_ptr<Transport> make_mpi_transport(int64_t mpi_comm_fortran);
+/// `mpi_ends`: when MPI ends where this transport started it: at its
+/// finalize (the world), or at the process's exit (a group of processes x
+/// threads, beside which other groups or a world may still use MPI).
+enum class MpiEnds { at_finalize, at_exit };
+std::unique_ptr<Transport> make_mpi_transport(int64_t mpi_comm_fortran, MpiEnds mpi_ends = MpiEnds::at_finalize);
 
 /// Whether an MPI launcher started this process, or MPI is already running.
 bool mpi_launch_detected();

@@ -21,6 +21,12 @@ namespace ddp::mixed {
 /// operations may finish their first steps in any order, but its process
 /// meets the others in MPI, and its threads meet in their rounds, in one
 /// order on every rank: the order in which the rank made its chains.
+/// It orders starts only: an MPI operation that issues more MPI calls as it
+/// progresses (the channel's allgather of lists) relies on no other MPI
+/// step of the rank running beside it, which holds since a rank's control
+/// exchanges and its data operations never overlap. A chain dropped before
+/// its turn (abandoned on a timeout) holds up the later ones: by then the
+/// communicator is broken.
 class Gate {
 public:
     /// The place of a step of this kind in a chain being made now.

@@ -1,10 +1,13 @@
 #include "planes/mixed/mixed_plane.hpp"
 
 #include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "planes/mixed/capabilities.hpp"
 #include "util/dtype.hpp"
+#include "util/error.hpp"
 
 namespace ddp::mixed {
 
@@ -87,17 +90,23 @@ std::unique_ptr<Pending> MixedPlane::start_allgather(const void* send, void* rec
     return Chain::start(std::move(steps));
 }
 
-// The threads' sums of every block on thread 0 (in a copy: `send` is the
-// caller's), this process's blocks of the processes' sum there, then each
-// thread takes its own.
+// The threads' sums of every block on thread 0, this process's blocks of
+// the processes' sum there, then each thread takes its own. Every thread
+// reduces from a copy of `send`: the caller's is read only, and threads may
+// pass one buffer alike (the in-process plane refuses ranks' buffers that
+// overlap).
 std::unique_ptr<Pending> MixedPlane::start_reduce_scatter(const void* send, void* recv, int64_t count, ddp_dtype dtype,
                                                           ddp_op op) {
     if (link_->processes() == 1) return first_.start_reduce_scatter(send, recv, count, dtype, op);
+    // This process's blocks travel as one block between the processes.
+    if (threads() * count > std::numeric_limits<int>::max())
+        fail(DDP_ERR_UNSUPPORTED, "reduce_scatter of " + std::to_string(count) + " elements per rank on " +
+                                      std::to_string(threads()) + " threads per process: a process's blocks, " +
+                                      std::to_string(threads() * count) + " elements, exceed one MPI count");
     const auto element = static_cast<int64_t>(element_size(dtype));
     const int64_t all = link_->processes() * threads() * count;
-    Bytes sum = leads() ? copy_of(send, static_cast<size_t>(all * element)) : nullptr;
-    // Read only where this thread is not the reduce's root (its buffer stays as it was).
-    void* mine = leads() ? sum->data() : const_cast<void*>(send);
+    Bytes sum = copy_of(send, static_cast<size_t>(all * element));
+    void* mine = sum->data();
     Bytes blocks = bytes_of(static_cast<size_t>(threads() * count * element));
     std::vector<Chain::Step> steps;
     steps.push_back(Chain::step([=, this] { return first_.start_reduce(mine, all, dtype, op, 0); }));

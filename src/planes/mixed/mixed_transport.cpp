@@ -64,7 +64,9 @@ public:
                    std::unique_ptr<Transport> again)
         : link_(std::move(link)), thread_(thread), first_(std::move(first)), again_(std::move(again)),
           plane_(link_, thread, *first_->host_planes().front(), *again_->host_planes().front(), gates_) {}
-    ~MixedTransport() override { link_->set_status(thread_, nullptr); }
+    // Without finalize the control plane whose status this thread gave may
+    // be gone already: forgotten without a last look.
+    ~MixedTransport() override { link_->forget_status(thread_); }
 
     const char* name() const override { return "local+mpi"; }
     ControlChannel& channel() override { return *this; }
@@ -162,8 +164,18 @@ public:
         link_->set_status(thread_, status);
     }
     void poll_control() override { mpi().poll_control(); }
+    // A peer elsewhere that stopped stops this process's rounds too, before
+    // any thread here returns on its notice: a local group withdraws its
+    // open rounds (waiting for threads inside their part), so that no thread
+    // touches a buffer whose owner has returned.
     std::optional<AbortNotice> abort_notice() override {
-        return first_notice(first().abort_notice(), mpi().abort_notice());
+        std::optional<AbortNotice> elsewhere = mpi().abort_notice();
+        if (elsewhere && elsewhere->reason != AbortNotice::Reason::finalizing)
+            link_->relay_once([&] {
+                first().send_abort(*elsewhere);
+                again().send_abort(*elsewhere);
+            });
+        return first_notice(first().abort_notice(), elsewhere);
     }
     // Both local groups withdraw their open data rounds; the other
     // processes' threads all hear it.
@@ -175,7 +187,7 @@ public:
     std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline) override {
         std::vector<std::optional<PeerStatus>> answers(static_cast<size_t>(size()));
         const auto threads_here = first().ask_peers(deadline);
-        const auto other_processes = mpi().ask_peers(deadline);
+        const auto other_processes = link_->ask_processes(deadline);
         for (int peer = 0; peer < size(); ++peer) {
             if (peer == rank()) continue;
             const int thread = peer % threads();

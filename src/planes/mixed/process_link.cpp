@@ -1,5 +1,6 @@
 #include "planes/mixed/process_link.hpp"
 
+#include <chrono>
 #include <tuple>
 
 namespace ddp::mixed {
@@ -35,6 +36,21 @@ void ProcessLink::set_status(int thread, std::function<PeerStatus()> status) {
     });
 }
 
+void ProcessLink::forget_status(int thread) {
+    std::lock_guard lock(mutex_);
+    statuses_[static_cast<size_t>(thread)] = nullptr;
+}
+
+std::vector<std::optional<PeerStatus>> ProcessLink::ask_processes(Clock::time_point deadline) {
+    constexpr auto fresh = std::chrono::milliseconds(200);
+    std::lock_guard lock(asking_);
+    if (answers_.empty() || Clock::now() - answered_ > fresh) {
+        answers_ = channel().ask_peers(deadline);
+        answered_ = Clock::now();
+    }
+    return answers_;
+}
+
 std::optional<PeerStatus> ProcessLink::final_status(int thread) const {
     std::lock_guard lock(mutex_);
     return final_statuses_[static_cast<size_t>(thread)];
@@ -43,11 +59,14 @@ std::optional<PeerStatus> ProcessLink::final_status(int thread) const {
 PeerStatus ProcessLink::least_advanced() const {
     PeerStatus least;
     bool any = false;
-    for (const auto& status : statuses_) {
-        if (!status) continue;
-        const PeerStatus s = status();
-        // A thread that has not entered a call its peers are in comes first.
-        if (!any || std::tuple(s.sequence, s.in_call) < std::tuple(least.sequence, least.in_call)) least = s;
+    for (size_t thread = 0; thread < statuses_.size(); ++thread) {
+        const auto& source = statuses_[thread];
+        const std::optional<PeerStatus> s = source ? std::optional(source()) : final_statuses_[thread];
+        if (!s) continue;
+        // Behind: an earlier call, or the same call still inside it (a thread
+        // that finished it is ahead of one that has not).
+        auto place = [](const PeerStatus& p) { return std::tuple(p.sequence, p.in_call ? 0 : 1); };
+        if (!any || place(*s) < place(least)) least = *s;
         any = true;
     }
     return least;
@@ -62,7 +81,9 @@ void ProcessLink::release(bool peers_present) {
     bool last = false;
     {
         std::lock_guard lock(mutex_);
+        peers_present_ = peers_present_ && peers_present;
         last = ++released_ == threads_;
+        peers_present = peers_present_;
     }
     if (last) processes_->finalize(peers_present);
 }

@@ -36,11 +36,23 @@ public:
     /// What a thread that finalized last said it was doing (empty while it
     /// still runs): its peers here still know, as peers elsewhere would.
     std::optional<PeerStatus> final_status(int thread) const;
+    /// Drops a thread's status without reading it (its source may be gone).
+    void forget_status(int thread);
+
+    /// Every other process's answer (ask_peers over MPI), one question at a
+    /// time: the channel matches answers to its latest question, and the
+    /// threads of a process tend to ask together (they time out together),
+    /// so an answer younger than a moment is shared.
+    std::vector<std::optional<PeerStatus>> ask_processes(Clock::time_point deadline);
+    /// Runs `relay` (a stopping notice from another process into the local
+    /// groups) once; a thread arriving meanwhile waits until it is done.
+    void relay_once(const std::function<void()>& relay) { std::call_once(relayed_, relay); }
 
     /// Counts a thread in at finalize; true for the last, which alone
     /// waits for the other processes (the channel's finalize barrier).
     bool last_at_finalize();
-    /// A thread's transport is released; the last releases MPI.
+    /// A thread's transport is released; the last releases MPI, with every
+    /// peer present only where the finalize barrier found them all.
     void release(bool peers_present);
 
 private:
@@ -56,6 +68,11 @@ private:
     bool answering_ = false;                              // under mutex_
     int at_finalize_ = 0;                                 // under mutex_
     int released_ = 0;                                    // under mutex_
+    bool peers_present_ = true;                           // under mutex_: every release said so
+    std::mutex asking_;
+    std::vector<std::optional<PeerStatus>> answers_;      // under asking_
+    Clock::time_point answered_;                          // under asking_
+    std::once_flag relayed_;
 };
 
 }  // namespace ddp::mixed

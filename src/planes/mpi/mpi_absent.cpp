@@ -4,7 +4,7 @@
 
 namespace ddp {
 
-std::unique_ptr<Transport> make_mpi_transport(int64_t) {
+std::unique_ptr<Transport> make_mpi_transport(int64_t, MpiEnds) {
     fail(DDP_ERR_UNSUPPORTED, "the mpi backend is not available: libddp was built with -Dmpi=disabled");
 }
 

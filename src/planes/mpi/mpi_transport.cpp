@@ -35,7 +35,7 @@ class MpiTransport final : public Transport {
 public:
     /// The world: starts MPI (or adopts a running one, and the caller's
     /// communicator) and duplicates the base communicator twice.
-    explicit MpiTransport(int64_t mpi_comm_fortran) {
+    MpiTransport(int64_t mpi_comm_fortran, MpiEnds mpi_ends) : mpi_ends_(mpi_ends) {
         int initialized = 0, finalized = 0;
         MPI_Initialized(&initialized);
         MPI_Finalized(&finalized);
@@ -120,9 +120,9 @@ public:
         if (freed_) check(MPI_Comm_free(&data_.comm), "MPI_Comm_free");
         data_.comm = MPI_COMM_NULL;
         if (!owns_mpi_) return;
-        // MPI ends on the thread that started it (MPI's main thread): a
-        // group of threads may end on another, and then MPI ends at exit.
-        if (std::this_thread::get_id() == starter_)
+        // MPI ends on the thread that started it (MPI's main thread), and
+        // not while others may use it: else at the process's exit.
+        if (mpi_ends_ == MpiEnds::at_finalize && std::this_thread::get_id() == starter_)
             check(MPI_Finalize(), "MPI_Finalize");
         else
             std::atexit([] {
@@ -147,6 +147,7 @@ private:
 
     MpiDataComm data_;
     int thread_level_ = MPI_THREAD_SINGLE;
+    MpiEnds mpi_ends_ = MpiEnds::at_finalize;
     bool owns_mpi_ = false;
     std::thread::id starter_;  ///< the thread that started MPI, where this transport did
     bool freed_ = false;  ///< finalized with every peer present: the channel's receives are cancelled
@@ -156,8 +157,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Transport> make_mpi_transport(int64_t mpi_comm_fortran) {
-    return std::make_unique<MpiTransport>(mpi_comm_fortran);
+std::unique_ptr<Transport> make_mpi_transport(int64_t mpi_comm_fortran, MpiEnds mpi_ends) {
+    return std::make_unique<MpiTransport>(mpi_comm_fortran, mpi_ends);
 }
 
 bool mpi_launch_detected() {
