@@ -38,6 +38,19 @@ struct AbortNotice {
     uint64_t label = 0;     ///< the CallLabel of the sender's last collective, as a word
 };
 
+/// The notice a rank acts on, of the one it kept and one that `arrived`:
+/// the first stays, except that a peer that stopped (gave up, aborted,
+/// failed on its GPU) outranks one that merely finalized: the first may
+/// break calls the second still lets finish.
+inline std::optional<AbortNotice> notice_to_keep(const std::optional<AbortNotice>& kept,
+                                                 const std::optional<AbortNotice>& arrived) {
+    if (!kept) return arrived;
+    if (arrived && kept->reason == AbortNotice::Reason::finalizing &&
+        arrived->reason != AbortNotice::Reason::finalizing)
+        return arrived;
+    return kept;
+}
+
 /// What a peer last said it was doing, and when it said so.
 struct HeardStatus {
     PeerStatus status;

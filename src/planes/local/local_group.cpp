@@ -51,12 +51,8 @@ void Group::post_notice(const AbortNotice& notice) {
 std::optional<AbortNotice> Group::notice_for(int rank) {
     std::lock_guard lock(mutex_);
     std::optional<AbortNotice> first;
-    for (const AbortNotice& notice : notices_) {
-        if (notice.from_rank == rank) continue;
-        const bool outranks = first && first->reason == AbortNotice::Reason::finalizing &&
-                              notice.reason != AbortNotice::Reason::finalizing;
-        if (!first || outranks) first = notice;
-    }
+    for (const AbortNotice& notice : notices_)
+        if (notice.from_rank != rank) first = notice_to_keep(first, notice);
     return first;
 }
 

@@ -49,14 +49,6 @@ Lists unflatten(const Words& words) {
     return lists;
 }
 
-/// Of two notices, the one a rank acts on: a peer that stopped outranks one
-/// that only finalized; otherwise the first.
-std::optional<AbortNotice> first_notice(std::optional<AbortNotice> a, std::optional<AbortNotice> b) {
-    if (!a) return b;
-    if (b && a->reason == AbortNotice::Reason::finalizing && b->reason != AbortNotice::Reason::finalizing) return b;
-    return a;
-}
-
 class MixedTransport final : public Transport, public ControlChannel {
 public:
     /// `first`, `again`: this thread's transports of the two local groups.
@@ -175,7 +167,7 @@ public:
                 first().send_abort(*elsewhere);
                 again().send_abort(*elsewhere);
             });
-        return first_notice(first().abort_notice(), elsewhere);
+        return notice_to_keep(first().abort_notice(), elsewhere);
     }
     // Both local groups withdraw their open data rounds; the other
     // processes' threads all hear it.

@@ -206,15 +206,8 @@ public:
             // From the sending process (a notice names its rank as its own
             // group numbers it: a process of threads names the thread).
             heard(status.MPI_SOURCE);
-            // The first notice stays, except that a peer that stopped (gave up,
-            // aborted, failed on its GPU) outranks one that merely finalized:
-            // the first may break calls the second still lets finish.
-            const bool outranks = notice_ && notice_->reason == AbortNotice::Reason::finalizing &&
-                                  arrived.reason != AbortNotice::Reason::finalizing;
-            if (!notice_ || outranks) {
-                notice_ = arrived;
-                has_notice_.store(true, std::memory_order_release);
-            }
+            notice_ = notice_to_keep(notice_, arrived);
+            has_notice_.store(true, std::memory_order_release);
             check(MPI_Irecv(abort_words_.data(), 6, MPI_UINT64_T, MPI_ANY_SOURCE, abort_tag, control_,
                             &abort_receive_),
                   "MPI_Irecv");
