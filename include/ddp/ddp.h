@@ -860,7 +860,7 @@ DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t worl
  * process's MPI rank. Every process must pass the same `n`, and MPI runs
  * at MPI_THREAD_MULTIPLE; a process whose arguments are refused starts MPI
  * all the same, so every process fails at once. Not built yet for such
- * groups (refused, DDP_ERR_UNSUPPORTED): alltoall, splits and `devices`.
+ * groups (refused, DDP_ERR_UNSUPPORTED): splits and `devices`.
  *
  * Returns DDP_ERR_INVALID_ARGUMENT (NULL `comms`; `n` outside 1..4096; a
  * negative device id; an options field, or `opts->backend` other than

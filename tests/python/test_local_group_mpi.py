@@ -51,15 +51,19 @@ def test_threads_of_every_process_make_one_group(n):
         params = np.full(5000, float(comm.rank), np.float32)
         comm.broadcast(params, root=size - 1)
         gathered = comm.allgather(np.full(3, comm.rank, np.int32))
-        return grads, params, gathered
+        # Row j, to rank j, says who sent it and to whom.
+        tokens = np.array([[comm.rank * 100 + to] * 4 for to in range(size)], np.int64)
+        exchanged = comm.alltoall(tokens)
+        return grads, params, gathered, (comm.rank, exchanged)
 
     for result in run_ranks(comms, body):
         assert not isinstance(result, Exception), result
-        grads, params, gathered = result
+        grads, params, gathered, (rank, exchanged) = result
         assert np.all(grads[0] == (size + 1) / 2)
         np.testing.assert_allclose(grads[1], np.arange(70000) * (size - 1) / 2)
         assert np.all(params == size - 1)
         assert np.array_equal(np.asarray(gathered).reshape(-1), np.repeat(np.arange(size, dtype=np.int32), 3))
+        assert np.array_equal(exchanged, np.array([[sender * 100 + rank] * 4 for sender in range(size)]))
 
 
 def test_a_bad_root_on_one_thread_of_one_process_fails_every_rank_at_once():

@@ -1007,7 +1007,7 @@ one group of P x n ranks: `comms[i]` is rank p x n + i, p being the
 process's MPI rank. Every process must pass the same `n`, and MPI runs
 at MPI_THREAD_MULTIPLE; a process whose arguments are refused starts MPI
 all the same, so every process fails at once. Not built yet for such
-groups (refused, DDP_ERR_UNSUPPORTED): alltoall, splits and `devices`.
+groups (refused, DDP_ERR_UNSUPPORTED): splits and `devices`.
 
 Returns DDP_ERR_INVALID_ARGUMENT (NULL `comms`; `n` outside 1..4096; a
 negative device id; an options field, or `opts->backend` other than

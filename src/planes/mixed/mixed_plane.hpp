@@ -36,6 +36,7 @@ public:
     std::unique_ptr<Pending> start_allgather(const void* send, void* recv, int64_t count, ddp_dtype dtype) override;
     std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count, ddp_dtype dtype,
                                                   ddp_op op) override;
+    std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) override;
 
 private:
     bool leads() const { return thread_ == 0; }
