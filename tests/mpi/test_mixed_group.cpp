@@ -198,6 +198,68 @@ TEST_P(MixedGroup, AlltoallSendsEachBlockToItsRank) {
     }));
 }
 
+/// This rank's sum of `values` over `comm`'s ranks, and its rank and size there.
+struct InSub {
+    int rank = -1, size = -1;
+    int32_t sum = 0;
+};
+InSub reduce_in(ddp_comm* comm, int32_t value, Seen& seen) {
+    InSub in;
+    ddp_rank(comm, &in.rank);
+    ddp_size(comm, &in.size);
+    std::vector<int32_t> data(1000, value);
+    ddp_tensor t = i32(data);
+    seen.record(ddp_allreduce_tensor_list(comm, &t, 1, DDP_OP_SUM, nullptr));
+    in.sum = data[999];
+    return in;
+}
+
+// Splits make groups of processes x threads again: by thread (a group per
+// thread number, across the processes), by process with the threads
+// ranked backwards by key, a color that leaves thread 0 of every process
+// out, and the node split; each reduces apart, and each rank frees its subs
+// before it finalizes the parent.
+TEST_P(MixedGroup, SplitsMakeGroupsOfProcessesTimesThreads) {
+    const int n = GetParam();
+    expect_all_ok(run_group(n, [n](int rank, int size, ddp_comm* comm, Seen& seen) {
+        const int thread = rank % n, proc = rank / n;
+        ddp_comm *by_thread = nullptr, *by_process = nullptr, *without_0 = nullptr, *node = nullptr;
+        seen.record(ddp_comm_split(comm, thread, rank, nullptr, &by_thread));
+        seen.record(ddp_comm_split(comm, proc, -rank, nullptr, &by_process));
+        seen.record(ddp_comm_split(comm, thread == 0 ? -1 : 7, rank, nullptr, &without_0));
+        seen.record(ddp_comm_split_node(comm, nullptr, &node));
+        ASSERT_NE(by_thread, nullptr);
+        ASSERT_NE(by_process, nullptr);
+        ASSERT_NE(node, nullptr);
+        EXPECT_EQ(without_0 == nullptr, thread == 0);
+
+        InSub in = reduce_in(by_thread, rank, seen);
+        EXPECT_EQ(in.rank, proc);
+        EXPECT_EQ(in.size, processes);
+        EXPECT_EQ(in.sum, processes * (processes - 1) / 2 * n + processes * thread);
+
+        in = reduce_in(by_process, rank, seen);
+        EXPECT_EQ(in.rank, n - 1 - thread);
+        EXPECT_EQ(in.size, n);
+        EXPECT_EQ(in.sum, proc * n * n + n * (n - 1) / 2);
+
+        if (without_0 != nullptr) {
+            in = reduce_in(without_0, 1, seen);
+            EXPECT_EQ(in.rank, proc * (n - 1) + thread - 1);
+            EXPECT_EQ(in.size, processes * (n - 1));
+            EXPECT_EQ(in.sum, processes * (n - 1));
+            seen.record(ddp_comm_free(without_0));
+        }
+
+        in = reduce_in(node, 1, seen);  // every process of this test runs on one node
+        EXPECT_EQ(in.rank, rank);
+        EXPECT_EQ(in.sum, size);
+        seen.record(ddp_comm_free(node));
+        seen.record(ddp_comm_free(by_process));
+        seen.record(ddp_comm_free(by_thread));
+    }));
+}
+
 TEST_P(MixedGroup, AsyncRequestsAndTheReducer) {
     expect_all_ok(run_group(GetParam(), [](int rank, int size, ddp_comm* comm, Seen& seen) {
         std::vector<float> grads(300000, static_cast<float>(rank));
@@ -376,13 +438,24 @@ TEST(MixedGroupFaults, AThreadThatNeverCallsIsNamedInItsPeersTimeout) {
     }
 }
 
-TEST(MixedGroupFaults, SplitsAreRefusedOnEveryRankSayingSo) {
-    auto seen = run_group(2, [](int rank, int, ddp_comm* comm, Seen& seen) {
+// A split whose colors' ranks, ordered by key, interleave the processes
+// cannot be a group of processes x threads: refused on every rank, naming
+// the color, and the parent stays usable.
+TEST(MixedGroupFaults, ASplitInterleavingProcessesIsRefusedOnEveryRankSayingSo) {
+    auto seen = run_group(2, [](int rank, int size, ddp_comm* comm, Seen& seen) {
         ddp_comm* sub = nullptr;
-        seen.record(ddp_comm_split(comm, rank % 2, 0, nullptr, &sub));
+        // Key: thread first, then process: p0t0, p1t0, ..., p0t1, p1t1, ...
+        seen.record(ddp_comm_split(comm, 0, (rank % 2) * 100 + rank / 2, nullptr, &sub));
+        EXPECT_EQ(sub, nullptr);
+        std::vector<int32_t> one(10, 1);
+        ddp_tensor t = i32(one);
+        seen.record(ddp_allreduce_tensor_list(comm, &t, 1, DDP_OP_SUM, nullptr));
+        EXPECT_EQ(one[0], size);
     });
+    if (processes == 1) return expect_all_ok(seen);  // one process: no interleaving
     for (const std::string& message : expect_every_rank(seen, 0, DDP_ERR_UNSUPPORTED))
-        EXPECT_TRUE(mentions(message, "not built")) << message;
+        EXPECT_TRUE(mentions(message, "color 0")) << message;
+    for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i].statuses.at(1), DDP_OK) << seen[i].messages.at(1);
 }
 
 TEST(MixedGroupStart, ProcessesStartingDifferentCountsAllFailSayingSo) {

@@ -82,3 +82,22 @@ def test_a_bad_root_on_one_thread_of_one_process_fails_every_rank_at_once():
         assert isinstance(result, ddp.DDPError), result
         assert "rank 1" in str(result), result
         assert body.seconds[i] < 20, "the peers must not wait for the 60 s timeout"
+
+
+def test_threads_split_into_groups_of_processes_times_threads():
+    comms = ddp.init_local(2, timeout=60)
+
+    def body(comm):
+        thread, process = comm.rank % 2, comm.rank // 2
+        # A group per thread number, across the processes; then one that
+        # interleaves the processes by key, which such groups cannot be.
+        with comm.split(thread, key=comm.rank) as sub:
+            summed = sub.allreduce(np.full(100, comm.rank, np.int64))
+            placed = (sub.rank, sub.size, int(summed[0]))
+        with pytest.raises(ddp.UnsupportedError, match="color 0"):
+            comm.split(0, key=thread * 100 + process)
+        return placed
+
+    for thread, result in enumerate(run_ranks(comms, body)):
+        assert not isinstance(result, Exception), result
+        assert result == (PROCESS, PROCESSES, sum(p * 2 + thread for p in range(PROCESSES)))

@@ -1006,8 +1006,12 @@ Under an MPI launcher (mpirun), `n` threads in each of P processes make
 one group of P x n ranks: `comms[i]` is rank p x n + i, p being the
 process's MPI rank. Every process must pass the same `n`, and MPI runs
 at MPI_THREAD_MULTIPLE; a process whose arguments are refused starts MPI
-all the same, so every process fails at once. Not built yet for such
-groups (refused, DDP_ERR_UNSUPPORTED): splits and `devices`.
+all the same, so every process fails at once. Such a group's splits
+make groups of processes x threads again: each color's ranks, ordered by
+key, must be runs of one process's threads, equally many from each of its
+processes (a split by thread number, by process, by node); other shapes
+are refused on every rank (DDP_ERR_UNSUPPORTED). `devices` must be NULL
+there (not built yet).
 
 Returns DDP_ERR_INVALID_ARGUMENT (NULL `comms`; `n` outside 1..4096; a
 negative device id; an options field, or `opts->backend` other than

@@ -16,6 +16,7 @@
 #include "planes/mixed/chain.hpp"
 #include "planes/mixed/mixed_plane.hpp"
 #include "planes/mixed/process_link.hpp"
+#include "planes/mixed/split_plan.hpp"
 #include "planes/transport.hpp"
 #include "util/dtype.hpp"
 #include "util/error.hpp"
@@ -224,12 +225,44 @@ public:
         link_->release(peers_present);
     }
 
-    std::unique_ptr<Transport> split(int, int, std::span<const std::pair<int, int>>, Clock::time_point) override {
-        fail(DDP_ERR_UNSUPPORTED, "splitting a group across processes x threads (ddp_init_local under an MPI "
-                                  "launcher) is not built yet");
+    // Thread 0 makes every new group of this process's threads; each
+    // thread then takes its own (split_plan.hpp says which shapes can be
+    // made).
+    std::unique_ptr<Transport> split(int, int, std::span<const std::pair<int, int>> every_rank,
+                                     Clock::time_point deadline) override {
+        const std::vector<mixed::ColorPlan> plans = mixed::plan_split(every_rank, threads());
+        const uint64_t split = splits_++;
+        if (leads()) make_split(split, plans, deadline);
+        return link_->splits().take(split, thread_, deadline);
     }
 
 private:
+    // Every color in ascending order, on every process alike: MPI splits
+    // the processes with threads in it, and this process's threads in it
+    // get the transports of a new group of processes x threads.
+    void make_split(uint64_t split, std::span<const mixed::ColorPlan> plans, Clock::time_point deadline) {
+        try {
+            std::vector<std::unique_ptr<Transport>> by_thread(static_cast<size_t>(threads()));
+            for (const mixed::ColorPlan& plan : plans) {
+                const auto at = std::find(plan.processes.begin(), plan.processes.end(), link_->process());
+                const bool in = at != plan.processes.end();
+                const auto order = static_cast<int>(at - plan.processes.begin());
+                std::unique_ptr<Transport> processes = link_->split_processes(in ? plan.color : -1, order, deadline);
+                if (!in) continue;
+                std::vector<std::unique_ptr<Transport>> made = make_mixed_transports(std::move(processes), plan.threads);
+                for (int i = 0; i < plan.threads; ++i) {
+                    const int parent_rank = plan.ranks[static_cast<size_t>(order * plan.threads + i)];
+                    by_thread[static_cast<size_t>(parent_rank % threads())] = std::move(made[static_cast<size_t>(i)]);
+                }
+            }
+            link_->splits().give(split, std::move(by_thread));
+        } catch (...) {
+            std::string message;
+            const ddp_status status = status_of_exception(std::current_exception(), message);
+            link_->splits().give_failure(split, status, message);
+        }
+    }
+
     int threads() const { return link_->threads(); }
     bool leads() const { return thread_ == 0; }
     /// Whether `peer` is a thread of this process.
@@ -245,6 +278,7 @@ private:
     std::unique_ptr<Transport> first_, again_;
     mixed::Gates gates_;
     mixed::MixedPlane plane_;
+    uint64_t splits_ = 0;  ///< this rank's splits so far: every rank numbers them alike
 };
 
 }  // namespace

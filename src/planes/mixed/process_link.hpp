@@ -1,8 +1,9 @@
 // What the threads of one process share in a group across processes x
 // threads: the mpi transport to the other processes (thread 0 of each
 // process carries its threads' part over it), the status this process gives
-// the other processes when they ask (its least advanced thread's), and the
-// end of MPI once the last thread has finalized.
+// the other processes when they ask (its least advanced thread's), the new
+// groups a split makes, and the end of MPI once the last thread has
+// finalized.
 #pragma once
 
 #include <functional>
@@ -13,6 +14,7 @@
 
 #include "control/channel.hpp"
 #include "planes/host_plane.hpp"
+#include "planes/mixed/split_handout.hpp"
 #include "planes/transport.hpp"
 
 namespace ddp::mixed {
@@ -29,6 +31,13 @@ public:
     int process() const { return process_; }
     int processes() const { return processes_count_; }
     int threads() const { return threads_; }
+    /// The processes in `color` (>= 0; negative: in none) ranked by `key`,
+    /// as MPI_Comm_split makes them; collective over every process.
+    std::unique_ptr<Transport> split_processes(int color, int key, Clock::time_point deadline) {
+        return processes_->split(color, key, {}, deadline);
+    }
+    /// What thread 0 makes in a split, for every thread to take.
+    SplitHandout& splits() { return splits_; }
 
     /// Thread `thread`'s status, read when another process asks (empty:
     /// none, once the thread finalized). The first call starts answering.
@@ -73,6 +82,7 @@ private:
     std::vector<std::optional<PeerStatus>> answers_;      // under asking_
     Clock::time_point answered_;                          // under asking_
     std::once_flag relayed_;
+    SplitHandout splits_{threads_};
 };
 
 }  // namespace ddp::mixed
