@@ -116,9 +116,9 @@ int64_t described_bytes(std::span<const uint64_t> words) {
 void Agreement::agree(CallContext& context, std::span<const uint64_t> words, const CarriedAllreduce* carried,
                       uint64_t* vote, std::span<const char* const> names) {
     const uint64_t hash = hash_words(words);
-    control_.flight_recorder().described(context.sequence, summary_of(words, hash));
+    trace_.recorder.described(context.sequence, summary_of(words, hash));
     {
-        trace::Span span(control_.timeline(), carried ? "agreement + small allreduce" : "agreement",
+        trace::Span span(trace_.timeline, carried ? "agreement + small allreduce" : "agreement",
                          trace::Row::work, context.sequence);
         if (span.on()) {
             span.event().plane = route_->name();  // the route its messages took
@@ -130,12 +130,12 @@ void Agreement::agree(CallContext& context, std::span<const uint64_t> words, con
                                return explain(a, rank_a, b, rank_b, names);
                            });
     }
-    control_.flight_recorder().agreed(context.sequence);
+    trace_.recorder.agreed(context.sequence);
 }
 
 void Agreement::agree_on_words(CallContext& context, std::span<const uint64_t> words,
                                const ExplainDifference& explain_difference) {
-    trace::Span span(control_.timeline(), "agreement", trace::Row::work, context.sequence);
+    trace::Span span(trace_.timeline, "agreement", trace::Row::work, context.sequence);
     if (span.on()) span.event().plane = route_->name();
     if (!hashes_agree(context, hash_words(words))) throw mismatch(context, words, explain_difference);
 }
@@ -195,7 +195,7 @@ void Agreement::agree_on_invalid_call(CallContext& context, std::string_view rea
     words[kind_word] = static_cast<uint64_t>(context.kind);
     words[valid_word] = 0;
     append_reason(words, reason);
-    control_.flight_recorder().described(context.sequence, summary_of(words, hash_words(words)));
+    trace_.recorder.described(context.sequence, summary_of(words, hash_words(words)));
     try {
         if (!hashes_agree(context, hash_words(words)))
             mismatch(context, words, [](auto a, int rank_a, auto b, int rank_b) { return explain(a, rank_a, b, rank_b); });

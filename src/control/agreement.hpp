@@ -59,7 +59,9 @@ using ExplainDifference =
 /// bucket tuner). Its waits are held to the call's deadline by `control`.
 class Agreement {
 public:
-    Agreement(ControlChannel& channel, ControlPlane& control) : channel_(channel), control_(control) {}
+    /// `trace`: the communicator's, where each call's description goes.
+    Agreement(ControlChannel& channel, ControlPlane& control, trace::CallTrace& trace)
+        : channel_(channel), control_(control), trace_(trace) {}
     Agreement(const Agreement&) = delete;
     Agreement& operator=(const Agreement&) = delete;
 
@@ -98,6 +100,7 @@ private:
 
     ControlChannel& channel_;
     ControlPlane& control_;
+    trace::CallTrace& trace_;
     AgreementRoute* route_ = &channel_;
     CarriedDuration carried_duration_;
 };

@@ -54,14 +54,15 @@ Clock::time_point deadline_after(double seconds) {
 }
 
 ControlPlane::ControlPlane(ControlChannel& channel, double timeout_s, double stall_warning_s, double hang_grace_s,
-                           size_t flight_recorder_size, std::string flight_recorder_dir, std::string name,
-                           const char* backend_name, double peer_dead_s)
+                           trace::CallTrace* trace, std::string name, double peer_dead_s)
     : channel_(channel),
       name_(std::move(name)),
       prefix_(name_.empty() ? std::string() : name_ + ": "),
-      recorder_(flight_recorder_size, std::move(flight_recorder_dir), channel.rank(), channel.size(),
-                backend_name != nullptr ? backend_name : channel.name(),
-                name_),
+      own_trace_(trace != nullptr ? nullptr
+                                  : std::make_unique<trace::CallTrace>(trace::default_flight_recorder_size, std::string(),
+                                                                       channel.rank(), channel.size(), channel.name(),
+                                                                       name_)),
+      trace_(trace != nullptr ? *trace : *own_trace_),
       timeout_s_(timeout_s),
       stall_warning_s_(stall_warning_s),
       watched_(channel.rank(), hang_grace_s),
@@ -76,7 +77,7 @@ CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s, bool
     const uint64_t previous_kind = kind_.exchange(static_cast<uint64_t>(kind), std::memory_order_relaxed);
     const uint64_t previous_label = label_.exchange(label.word(), std::memory_order_relaxed);
     in_call_.store(true, std::memory_order_release);
-    recorder_.entered(sequence, static_cast<uint64_t>(kind), label.word());
+    trace_.recorder.entered(sequence, static_cast<uint64_t>(kind), label.word());
     const double timeout = call_timeout_s > 0 ? call_timeout_s : timeout_s_;
     CallContext call{.kind = kind,
                      .sequence = sequence,
@@ -94,7 +95,7 @@ CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s, bool
 }
 
 void ControlPlane::end(bool failed) {
-    recorder_.ended(sequence_.load(std::memory_order_relaxed), failed);
+    trace_.recorder.ended(sequence_.load(std::memory_order_relaxed), failed);
     if (watching_call_) watched_.leave();
     watching_call_ = false;
     in_call_.store(false, std::memory_order_release);
@@ -102,7 +103,7 @@ void ControlPlane::end(bool failed) {
 
 void ControlPlane::record_mismatch(const CallContext& call) {
     // No dump: the error's message says which rank passed what.
-    recorder_.mark(call.sequence, trace::CallState::mismatch);
+    trace_.recorder.mark(call.sequence, trace::CallState::mismatch);
 }
 
 PeerStatus ControlPlane::status() const {
@@ -162,7 +163,7 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
                                       call.deadline);
     // Broken already (a timeout of an earlier bucket, ddp_comm_abort): no new wait.
     if (broken()) fail_broken("", std::move(pending));
-    const trace::Span span(timeline_, "wait", trace::Row::work, call.sequence);
+    const trace::Span span(trace_.timeline, "wait", trace::Row::work, call.sequence);
     const auto start = Clock::now();
     auto next_control = start + control_interval;
     auto next_liveness = start + liveness_interval;
@@ -207,8 +208,8 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
 }
 
 void ControlPlane::wait_ended(const CallContext& call, WaitStyle style, int64_t asleep_from_ns) {
-    if (asleep_from_ns != 0 && timeline_.on())
-        timeline_.record(trace::ended_now("asleep", trace::thread_row(trace::Row::work), asleep_from_ns, call.sequence));
+    if (asleep_from_ns != 0 && trace_.timeline.on())
+        trace_.timeline.record(trace::ended_now("asleep", trace::thread_row(trace::Row::work), asleep_from_ns, call.sequence));
     if (style != WaitStyle::for_data) return;  // peers late to agree are not contention
     switch (contention_.wait_ended(asleep_from_ns != 0)) {
     case ContentionWatch::Change::none: return;
@@ -330,7 +331,7 @@ std::string ControlPlane::last_call_of(int rank, const CallContext& call) {
 }
 
 void ControlPlane::break_call(CallContext& call, const std::string& message) {
-    recorder_.mark(call.sequence, trace::CallState::timed_out);
+    trace_.recorder.mark(call.sequence, trace::CallState::timed_out);
     mark_broken(message +
                 ". The communicator is now unusable (its peers were told); a buffer of this call may still be "
                 "written until the process ends");
@@ -394,7 +395,7 @@ void ControlPlane::mark_broken(const std::string& message, ddp_status status) {
     // recorder (what led here) went.
     std::string report;
     try {
-        report = "flight recorder: " + recorder_.dump(prefix_ + message);
+        report = "flight recorder: " + trace_.recorder.dump(prefix_ + message);
     } catch (const Error& error) {
         report = "no flight recorder: " + std::string(error.what());
     }

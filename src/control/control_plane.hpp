@@ -18,8 +18,7 @@
 #include "util/collective_kind.hpp"
 #include "control/hang_watchdog.hpp"
 #include "control/peer_liveness.hpp"
-#include "trace/flight_recorder.hpp"
-#include "trace/timeline.hpp"
+#include "trace/call_trace.hpp"
 
 namespace ddp {
 
@@ -58,19 +57,17 @@ class ControlPlane {
 public:
     /// `hang_grace_s`: how long past a deadline a thread may stay inside
     /// the transport before the hang watchdog ends the process (0: never).
-    /// `flight_recorder_size` calls are kept (0: none); dumps go to
-    /// `flight_recorder_dir` ("": a folder per job under the temporary
-    /// directory), and when the communicator breaks one log line says why
-    /// and where. `name` is a sub-communicator's
-    /// (ddp_comm_split), put before its stall reports and the reason it
-    /// broke so that they say which communicator; "" for the world.
-    /// `backend_name`: what the flight recorder calls the backend (nullptr:
-    /// the channel's transport). `peer_dead_s`: how long a peer may stay
-    /// stopped, or silent on another host, before a wait counts it as dead
-    /// (see PeerLiveness).
+    /// `trace`: the communicator's, where calls are recorded, and whose
+    /// flight recorder is dumped when the communicator breaks (one log line
+    /// says why and where); nullptr for a control plane of set-up
+    /// exchanges, which keeps a trace of its own. `name` is a
+    /// sub-communicator's (ddp_comm_split), put before its stall reports and
+    /// the reason it broke so that they say which communicator; "" for the
+    /// world. `peer_dead_s`: how long a peer may stay stopped, or silent on
+    /// another host, before a wait counts it as dead (see PeerLiveness).
     ControlPlane(ControlChannel& channel, double timeout_s, double stall_warning_s, double hang_grace_s,
-                 size_t flight_recorder_size = 64, std::string flight_recorder_dir = {}, std::string name = {},
-                 const char* backend_name = nullptr, double peer_dead_s = default_peer_dead_s);
+                 trace::CallTrace* trace = nullptr, std::string name = {},
+                 double peer_dead_s = default_peer_dead_s);
     ControlPlane(const ControlPlane&) = delete;
     ControlPlane& operator=(const ControlPlane&) = delete;
 
@@ -116,9 +113,6 @@ public:
     /// The sub-communicator's name ("" for the world).
     const std::string& name() const { return name_; }
 
-    /// The communicator's timeline (off unless started) and flight recorder.
-    trace::Timeline& timeline() { return timeline_; }
-    trace::FlightRecorder& flight_recorder() { return recorder_; }
     /// Records that ranks passed different calls (the error says how).
     void record_mismatch(const CallContext& call);
     /// Holds ddp_finalize's wait for its peers to `deadline` (the hang
@@ -179,9 +173,9 @@ private:
     std::function<void()> stop_device_work_;
     const std::string name_;
     const std::string prefix_;  ///< "NAME: " before messages; "" for the world
-    trace::Timeline timeline_;
+    std::unique_ptr<trace::CallTrace> own_trace_;  ///< a set-up exchange's (no communicator's given)
+    trace::CallTrace& trace_;
     ContentionWatch contention_;
-    trace::FlightRecorder recorder_;
     const double timeout_s_;
     const double stall_warning_s_;
     std::atomic<uint64_t> sequence_{0};

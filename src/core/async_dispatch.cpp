@@ -37,7 +37,7 @@ Request start_in_background(Communicator& comm, CollectiveCall call) {
     std::vector<ddp_tensor> owned(call.tensors.begin(), call.tensors.end());
     std::vector<ddp_tensor> owned_outputs(call.outputs.begin(), call.outputs.end());
     // The names too, when a timeline will show them.
-    trace::Timeline& timeline = comm.control().timeline();
+    trace::Timeline& timeline = comm.trace().timeline;
     auto names = std::make_shared<std::vector<std::string>>();
     if (timeline.on())
         for (const char* name : call.names) names->push_back(name != nullptr ? name : "");
@@ -60,7 +60,7 @@ Request start_in_background(Communicator& comm, CollectiveCall call) {
         std::vector<const char*> name_pointers;
         for (const std::string& name : *names) name_pointers.push_back(name.c_str());
         call.names = name_pointers;
-        trace::Timeline& timeline = comm.control().timeline();
+        trace::Timeline& timeline = comm.trace().timeline;
         if (timeline.on() && queued_ns != 0) {
             trace::Event queued = trace::ended_now("queued", trace::thread_row(trace::Row::queue), queued_ns, 0);
             queued.bytes = 0;
@@ -69,7 +69,7 @@ Request start_in_background(Communicator& comm, CollectiveCall call) {
         }
         if (reached) {
             const cuda::DeviceScope on_device(comm.device());  // this thread has no GPU current of its own
-            call.stream = comm.own_stream();
+            call.stream = comm.memory().own_stream();
             reached->make_wait(call.stream);
         }
         run_collective(comm, call);

@@ -35,7 +35,7 @@ bool in_place_planned(const CollectiveRules& rules, const CollectiveCall& call) 
 void run_tuned(Communicator& comm, CallContext& context, const CollectiveCall& call, std::span<const uint64_t> words) {
     const std::shared_ptr<BucketTuning> tuning = comm.plans().tuning(words, call.tensors);
     const size_t candidate = tuning->next();
-    trace::Timeline& timeline = comm.control().timeline();
+    trace::Timeline& timeline = comm.trace().timeline;
     if (tuning->decided()) {
         if (tuning->first_chosen_call()) {
             trace::instant(timeline, "bucket size chosen", trace::Row::work, context.sequence,
@@ -65,7 +65,7 @@ void run_collective(Communicator& comm, const CollectiveCall& call) {
     ControlPlane& control = comm.control();
     CallContext context = control.begin(call.kind, call.timeout_s, call.for_binding);
     CallScope scope(control);
-    trace::Span span(control.timeline(), kind_name(static_cast<uint64_t>(call.kind)), trace::Row::calls,
+    trace::Span span(comm.trace().timeline, kind_name(static_cast<uint64_t>(call.kind)), trace::Row::calls,
                      context.sequence);
     const std::vector<uint64_t> words = encode(CallDescription{call.kind, call.op, call.root, call.fusion_bytes,
                                                                static_cast<int64_t>(call.scalars.size()), call.tensors});

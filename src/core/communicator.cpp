@@ -43,10 +43,11 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, std::unique_ptr
       planes_in_front_(make_planes_in_front(*transport_, settings.planes, deadline_after(settings.timeout_s))),
       planes_(host_planes(planes_in_front_, *transport_), device_plane_.get()),
       settings_(settings),
-      control_(transport_->channel(), settings.timeout_s, settings.stall_warning_s, settings.hang_grace_s,
-               static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir, std::move(name),
-               backend_name(), settings.peer_dead_s),
-      agreement_(transport_->channel(), control_),
+      trace_(static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir, transport_->channel().rank(),
+             transport_->channel().size(), backend_name(), name),
+      control_(transport_->channel(), settings.timeout_s, settings.stall_warning_s, settings.hang_grace_s, &trace_,
+               std::move(name), settings.peer_dead_s),
+      agreement_(transport_->channel(), control_, trace_),
       gpu_(std::move(gpu)) {
     channel().start_control([this] { return control_.status(); });
     // Agreement's rounds take the first faster route a plane in front offers.
@@ -99,16 +100,6 @@ std::shared_ptr<RequestState> Communicator::submit(std::function<void()> collect
     return worker_.submit(std::move(collective));
 }
 
-void* Communicator::own_stream() {
-    if (!own_stream_) own_stream_ = std::make_unique<cuda::Stream>();
-    return own_stream_->get();
-}
-
-std::span<std::byte> Communicator::fusion_buffer(size_t bytes) {
-    if (buffer_.size() < bytes) buffer_.resize(bytes);
-    return {buffer_.data(), bytes};
-}
-
 void Communicator::stop_taking_part() {
     worker_.stop();
     // A peer still inside (or about to start) a collective this rank never
@@ -117,7 +108,7 @@ void Communicator::stop_taking_part() {
 }
 
 void Communicator::release(bool peers_present) {
-    control_.timeline().stop();  // before the transport goes: the file is complete
+    trace_.timeline.stop();  // before the transport goes: the file is complete
     if (device_plane_) device_plane_->finalize(peers_present);  // NCCL before the MPI it was set up over
     for (const auto& plane : planes_in_front_) plane->finalize(peers_present);
     transport_->finalize(peers_present);

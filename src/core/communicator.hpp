@@ -1,8 +1,8 @@
 // A live process group: the transport (control channel and host data
 // planes) and device plane it runs on, in a priority list of planes; the
 // control plane that holds every collective to its deadline, the agreement
-// each call starts with, the settings resolved at init,
-// the scratch buffer and plan cache reused across calls, and the worker
+// each call starts with, the trace of its calls, the settings resolved at init,
+// the memory and plan cache reused across calls, and the worker
 // that runs async requests.
 #pragma once
 
@@ -18,6 +18,7 @@
 #include "control/agreement.hpp"
 #include "control/control_plane.hpp"
 #include "core/async_worker.hpp"
+#include "core/call_memory.hpp"
 #include "core/plan_cache.hpp"
 #include "core/settings.hpp"
 #include "device/cuda/cuda.hpp"
@@ -47,6 +48,8 @@ public:
     /// "mpi", "self", or "nccl" when a device plane runs beside the transport.
     const char* backend_name() const { return device_plane_ ? device_plane_->name() : transport_->name(); }
     ControlPlane& control() { return control_; }
+    /// Its timeline and flight recorder.
+    trace::CallTrace& trace() { return trace_; }
     /// How its ranks agree on each call, and the word a round carries.
     Agreement& agreement() { return agreement_; }
     /// A sub-communicator's name, as its messages give it; "" for the world.
@@ -87,15 +90,8 @@ public:
     [[nodiscard]] std::shared_ptr<const ExclusiveSpan> open_exclusive_span(std::string_view refusal);
     bool exclusive_span_open() const { return !exclusive_span_.expired(); }
 
-    /// A scratch buffer of at least `bytes`, kept between calls.
-    std::span<std::byte> fusion_buffer(size_t bytes);
-    /// Pinned host memory of at least `bytes` for staging device buffers.
-    std::span<std::byte> staging_buffer(size_t bytes) { return staging_.get(bytes); }
-    /// A CUDA stream of libddp's own on the communicator's GPU (created on
-    /// first use): staged async requests run on it, and NCCL calls given the
-    /// per-thread default stream (which NCCL's own threads would take for
-    /// theirs).
-    void* own_stream();
+    /// What its calls reuse: the fusion buffer, staging memory, its own stream.
+    CallMemory& memory() { return memory_; }
     PlanCache& plans() { return plans_; }
 
     /// Waits for async work, then releases the planes; returns in bounded
@@ -122,14 +118,13 @@ private:
     std::vector<std::unique_ptr<HostPlane>> planes_in_front_;  // of the transport's own
     PlaneList planes_;
     Settings settings_;
+    trace::CallTrace trace_;  // before control_ and agreement_, which record into it
     ControlPlane control_;
     Agreement agreement_;
     cuda::GpuAssignment gpu_;
     std::atomic<bool> in_use_{false};
     std::weak_ptr<const ExclusiveSpan> exclusive_span_;  // touched only by the thread holding in_use_
-    std::vector<std::byte> buffer_;
-    cuda::KeptBuffer staging_{cuda::KeptBuffer::Kind::pinned_host};
-    std::unique_ptr<cuda::Stream> own_stream_;
+    CallMemory memory_;
     PlanCache plans_{8};
     AsyncWorker worker_;  // last: its thread stops before the rest goes
 };

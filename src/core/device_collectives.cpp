@@ -27,7 +27,7 @@ void run_device_data_phase(Communicator& comm, CallContext& context, const Colle
     // ends once the GPU is done (a host wait, held to the deadline).
     const bool in_process = comm.transport().ranks_in_one_process();
     const bool joined = in_process || cuda::is_per_thread(call.stream);
-    void* stream = joined ? comm.own_stream() : call.stream;
+    void* stream = joined ? comm.memory().own_stream() : call.stream;
     if (joined) {
         cuda::Event reached;
         reached.record(call.stream);

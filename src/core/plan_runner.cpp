@@ -57,7 +57,7 @@ constexpr size_t most_pipelined_bytes = size_t{128} << 20;
 // where their bytes lie (one region of memory) takes none.
 void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, const CollectiveCall& call,
               const PlanSteps& steps) {
-    trace::Timeline& timeline = comm.control().timeline();
+    trace::Timeline& timeline = comm.trace().timeline;
     const size_t half = largest_bucket(plan, steps);
     const size_t buckets = 2 * half <= most_pipelined_bytes ? 2 : 1;
     std::byte* buffers = nullptr;
@@ -88,22 +88,31 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
         InFlight current;
         current.step = &step;
         current.index = index;
-        HostPlane& plane = comm.planes().host_for(steps.op(), step.dtype, steps.reduction(), step_bytes(step));
-        current.plane = plane.name();
-        current.place = steps.place(step, plane);
-        if (current.place == Place::bucket) {
-            if (buffers == nullptr) buffers = comm.fusion_buffer(buckets * half).data();
-            if (buckets == 1) finish(previous);  // its bucket is the one this step packs into
-            current.bucket = buffers + half * next_half;
-            next_half = (next_half + 1) % buckets;
+        try {
+            HostPlane& plane = comm.planes().host_for(steps.op(), step.dtype, steps.reduction(), step_bytes(step));
+            current.plane = plane.name();
+            current.place = steps.place(step, plane);
+            if (current.place == Place::bucket) {
+                if (buffers == nullptr) buffers = comm.memory().fusion_buffer(buckets * half).data();
+                if (buckets == 1) finish(previous);  // its bucket is the one this step packs into
+                current.bucket = buffers + half * next_half;
+                next_half = (next_half + 1) % buckets;
+            }
+            if (const char* before = steps.before(current.place)) {
+                trace::Span span(timeline, before, trace::Row::work, context.sequence);
+                describe_step(span, plan, step, index, call);
+                steps.pack(step, current.bucket);
+            }
+            if (timeline.on()) current.started_ns = trace::now_ns();
+            current.pending = steps.start(plane, step, current.place, current.bucket);
+        } catch (const Error&) {
+            // A step refused on every rank alike (no plane runs it, or a
+            // plane's limit): the step before it still runs everywhere, and
+            // may write into its buffers, so it finishes before the refusal
+            // goes up.
+            finish(previous);
+            throw;
         }
-        if (const char* before = steps.before(current.place)) {
-            trace::Span span(timeline, before, trace::Row::work, context.sequence);
-            describe_step(span, plan, step, index, call);
-            steps.pack(step, current.bucket);
-        }
-        if (timeline.on()) current.started_ns = trace::now_ns();
-        current.pending = steps.start(plane, step, current.place, current.bucket);
         try {
             finish(previous);
         } catch (...) {

@@ -76,7 +76,7 @@ Reducer::Reducer(Communicator& comm, std::span<const ddp_tensor> gradients, ddp_
     ControlPlane& control = comm_.control();
     CallContext context = control.begin(CollectiveKind::reducer_create, timeout_s_);
     CallScope scope(control);
-    trace::Span span(control.timeline(), "reducer_create", trace::Row::calls, context.sequence);
+    trace::Span span(comm_.trace().timeline, "reducer_create", trace::Row::calls, context.sequence);
     if (span.on()) {
         span.event().plane = comm_.transport().name();
         if (!names.empty()) span.event().names = trace::names_json(names);
@@ -125,7 +125,7 @@ void Reducer::open_step() {
     comm_.drain_async();  // earlier async requests first: collectives run in one order
     step_ = comm_.control().begin(CollectiveKind::reducer_step, timeout_s_);
     span_ = comm_.open_exclusive_span(step_open_refusal);
-    step_started_ns_ = comm_.control().timeline().on() ? trace::now_ns() : 0;
+    step_started_ns_ = comm_.trace().timeline.on() ? trace::now_ns() : 0;
     try {
         agree_on_call(*step_);
     } catch (...) {
@@ -143,8 +143,8 @@ void Reducer::mark_ready(int64_t index) {
     open_step();
     marked_[i / 64] |= uint64_t{1} << (i % 64);
     if (const size_t b = location_[i].bucket; b != Location::no_bucket) --buckets_[b].unmarked;
-    if (comm_.control().timeline().on())
-        trace::instant(comm_.control().timeline(), "mark_ready", trace::Row::calls, step_->sequence, index, "gradient",
+    if (comm_.trace().timeline.on())
+        trace::instant(comm_.trace().timeline, "mark_ready", trace::Row::calls, step_->sequence, index, "gradient",
                        name_pointers_.empty() ? std::string() : trace::names_json(name_pointers_, std::span(&index, 1)));
     progress();
     start_buckets(false);
@@ -185,7 +185,7 @@ void Reducer::start_buckets(bool all) {
         const size_t b = next_to_start_++;
         Bucket& bucket = buckets_[b];
         bucket.started = true;
-        trace::Timeline& timeline = comm_.control().timeline();
+        trace::Timeline& timeline = comm_.trace().timeline;
         bucket.started_ns = timeline.on() ? trace::now_ns() : 0;
         bucket.timeline_row = timeline.on() ? trace::thread_row(trace::Row::transfer, static_cast<int>(b % trace::transfer_lanes)) : 0;
         if (comm_.size() == 1) {
@@ -239,7 +239,7 @@ void Reducer::finish_bucket(Bucket& bucket) {
 }
 
 void Reducer::trace_bucket(size_t b, uint64_t sequence) {
-    trace::Timeline& timeline = comm_.control().timeline();
+    trace::Timeline& timeline = comm_.trace().timeline;
     const Bucket& bucket = buckets_[b];
     const PlanStep& step = plan_.steps[b];
     if (!timeline.on() || bucket.started_ns == 0) return;  // started before the timeline was
@@ -263,7 +263,7 @@ void Reducer::wait(std::optional<std::string_view> failure) {
             if (!bucket.finished) finish_bucket(bucket);
             if (divisor != 1.0) {
                 const PlanStep& step = plan_.steps[b];
-                trace::Span span(control.timeline(), "divide", trace::Row::work, step_->sequence);
+                trace::Span span(comm_.trace().timeline, "divide", trace::Row::work, step_->sequence);
                 if (span.on()) {
                     span.event().index = static_cast<int64_t>(b);
                     span.event().bytes = step_bytes(step);
@@ -307,7 +307,7 @@ void Reducer::close_step(bool failed) {
     for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b].unmarked = plan_.steps[b].member_count;
     std::fill(marked_.begin(), marked_.end(), 0);
     next_to_start_ = 0;
-    trace::Timeline& timeline = comm_.control().timeline();
+    trace::Timeline& timeline = comm_.trace().timeline;
     if (timeline.on() && step_started_ns_ != 0) {
         trace::Event event = trace::ended_now("reducer step", trace::thread_row(trace::Row::calls), step_started_ns_,
                                               step_->sequence);

@@ -61,7 +61,7 @@ Settings resolve_settings(const ddp_init_options& opts) {
     settings.fusion_bytes = fusion_bytes.value_or(settings.fusion_bytes);
     settings.log_threshold = log_threshold_from_environment();
     settings.timeline_path = env_string("DDP_TIMELINE").value_or("");
-    settings.flight_recorder_size = env_count("DDP_FLIGHT_RECORDER_SIZE", int64_t{1} << 20).value_or(64);
+    settings.flight_recorder_size = env_count("DDP_FLIGHT_RECORDER_SIZE", int64_t{1} << 20).value_or(trace::default_flight_recorder_size);
     settings.flight_recorder_dir = env_string("DDP_FLIGHT_RECORDER_DIR").value_or("");
     settings.autotune_buckets = env_switch("DDP_AUTOTUNE").value_or(true) && !fusion_bytes;
     settings.planes = plane_switches_from_environment();

@@ -9,6 +9,7 @@
 
 #include "control/peer_liveness.hpp"
 #include "planes/planes_in_front.hpp"
+#include "trace/flight_recorder.hpp"
 
 #include "ddp/ddp.h"
 
@@ -28,7 +29,7 @@ struct Settings {
     /// DDP_TIMELINE: a timeline starts in ddp_init ("": none).
     std::string timeline_path;
     /// DDP_FLIGHT_RECORDER_SIZE: collectives the flight recorder keeps.
-    int64_t flight_recorder_size = 64;
+    int64_t flight_recorder_size = trace::default_flight_recorder_size;
     /// DDP_FLIGHT_RECORDER_DIR: where automatic dumps go ("": the log).
     std::string flight_recorder_dir;
     /// DDP_SHM, DDP_SHM_STREAM, DDP_HIERARCHICAL: what the planes in front may do.

@@ -45,14 +45,14 @@ void run_staged(Communicator& comm, CallContext& context, const CollectiveCall& 
     std::vector<size_t> offsets;
     std::vector<ddp_tensor> staged = laid_out(call.tensors, total, offsets);
     std::vector<ddp_tensor> staged_outputs = laid_out(call.outputs, total, offsets);
-    std::byte* host = comm.staging_buffer(total).data();  // page-aligned: offsets keep their alignment
+    std::byte* host = comm.memory().staging_buffer(total).data();  // page-aligned: offsets keep their alignment
     size_t next = 0;
     for (ddp_tensor& tensor : staged) tensor.data = host + offsets[next++];
     for (ddp_tensor& tensor : staged_outputs) tensor.data = host + offsets[next++];
 
     const Crossing crossing = rules_for(call.kind).crossing(call, comm.rank());
     if (crossing.to_host) {
-        trace::Span span(comm.control().timeline(), "stage to host", trace::Row::work, context.sequence);
+        trace::Span span(comm.trace().timeline, "stage to host", trace::Row::work, context.sequence);
         if (span.on()) span.event().bytes = static_cast<int64_t>(total);
         for (size_t i = 0; i < staged.size(); ++i)
             cuda::copy_to_host(staged[i].data, call.tensors[i].data, byte_size(staged[i]), call.stream);
@@ -65,7 +65,7 @@ void run_staged(Communicator& comm, CallContext& context, const CollectiveCall& 
     // Staged tensors of one dtype lie back to back, alike on every rank.
     run_host_data_phase(comm, context, on_host, words, lies_in_one_region(staged) && staged_outputs.empty());
     if (crossing.to_device) {
-        trace::Span span(comm.control().timeline(), "stage to device", trace::Row::work, context.sequence);
+        trace::Span span(comm.trace().timeline, "stage to device", trace::Row::work, context.sequence);
         if (span.on()) span.event().bytes = static_cast<int64_t>(total);
         // The results: the outputs where the call has them, else the tensors themselves.
         const bool into_outputs = !call.outputs.empty();

@@ -13,7 +13,7 @@ void start_timeline(Communicator& comm, const std::string& path) {
     comm.run([&] {
         ControlChannel& channel = comm.channel();
         ControlPlane& control = comm.control();
-        trace::Timeline& timeline = control.timeline();
+        trace::Timeline& timeline = comm.trace().timeline;
         try {
             timeline.open(trace::per_rank_path(path, channel.rank()), channel.rank(), channel.size(),
                           comm.backend_name());
@@ -40,7 +40,7 @@ void start_timeline(Communicator& comm, const std::string& path) {
 void stop_timeline(Communicator& comm) {
     comm.run_unordered([&] {
         comm.drain_async();  // the queued requests' events belong in the file
-        comm.control().timeline().stop();
+        comm.trace().timeline.stop();
     });
 }
 
@@ -48,7 +48,7 @@ void dump_flight_recorder(Communicator& comm, const char* path) {
     // The file as named, "%r" standing for the rank; NULL: the automatic one,
     // which the log names.
     const std::string file = path != nullptr ? trace::with_rank(path, comm.rank()) : std::string();
-    const std::string written = comm.control().flight_recorder().dump("ddp_dump_flight_recorder", file);
+    const std::string written = comm.trace().recorder.dump("ddp_dump_flight_recorder", file);
     if (path == nullptr) log_line(comm.rank(), comm.size(), DDP_LOG_WARN, "flight recorder written to " + written);
 }
 

@@ -28,6 +28,9 @@ struct CallSummary {
     uint64_t hash = 0;  ///< of agreement's words: equal hashes, equal calls
 };
 
+/// Collectives a flight recorder keeps unless told (DDP_FLIGHT_RECORDER_SIZE).
+inline constexpr size_t default_flight_recorder_size = 64;
+
 class FlightRecorder {
 public:
     /// `capacity` 0 turns it off. `dir`: where automatic dumps go

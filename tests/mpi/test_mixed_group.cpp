@@ -215,7 +215,8 @@ InSub reduce_in(ddp_comm* comm, int32_t value, Seen& seen) {
 }
 
 // Splits make groups of processes x threads again: by thread (a group per
-// thread number, across the processes), by process with the threads
+// thread number, across the processes; again with the processes in reverse
+// order by key), by process with the threads
 // ranked backwards by key, a color that leaves thread 0 of every process
 // out, and the node split; each reduces apart, and each rank frees its subs
 // before it finalizes the parent.
@@ -223,12 +224,15 @@ TEST_P(MixedGroup, SplitsMakeGroupsOfProcessesTimesThreads) {
     const int n = GetParam();
     expect_all_ok(run_group(n, [n](int rank, int size, ddp_comm* comm, Seen& seen) {
         const int thread = rank % n, proc = rank / n;
-        ddp_comm *by_thread = nullptr, *by_process = nullptr, *without_0 = nullptr, *node = nullptr;
+        ddp_comm *by_thread = nullptr, *backwards = nullptr, *by_process = nullptr, *without_0 = nullptr,
+                 *node = nullptr;
         seen.record(ddp_comm_split(comm, thread, rank, nullptr, &by_thread));
+        seen.record(ddp_comm_split(comm, thread, -rank, nullptr, &backwards));
         seen.record(ddp_comm_split(comm, proc, -rank, nullptr, &by_process));
         seen.record(ddp_comm_split(comm, thread == 0 ? -1 : 7, rank, nullptr, &without_0));
         seen.record(ddp_comm_split_node(comm, nullptr, &node));
         ASSERT_NE(by_thread, nullptr);
+        ASSERT_NE(backwards, nullptr);
         ASSERT_NE(by_process, nullptr);
         ASSERT_NE(node, nullptr);
         EXPECT_EQ(without_0 == nullptr, thread == 0);
@@ -237,6 +241,11 @@ TEST_P(MixedGroup, SplitsMakeGroupsOfProcessesTimesThreads) {
         EXPECT_EQ(in.rank, proc);
         EXPECT_EQ(in.size, processes);
         EXPECT_EQ(in.sum, processes * (processes - 1) / 2 * n + processes * thread);
+
+        in = reduce_in(backwards, rank + 1, seen);  // the processes in reverse order
+        EXPECT_EQ(in.rank, processes - 1 - proc);
+        EXPECT_EQ(in.size, processes);
+        EXPECT_EQ(in.sum, processes * (processes - 1) / 2 * n + processes * (thread + 1));
 
         in = reduce_in(by_process, rank, seen);
         EXPECT_EQ(in.rank, n - 1 - thread);
@@ -256,6 +265,7 @@ TEST_P(MixedGroup, SplitsMakeGroupsOfProcessesTimesThreads) {
         EXPECT_EQ(in.sum, size);
         seen.record(ddp_comm_free(node));
         seen.record(ddp_comm_free(by_process));
+        seen.record(ddp_comm_free(backwards));
         seen.record(ddp_comm_free(by_thread));
     }));
 }
@@ -456,6 +466,19 @@ TEST(MixedGroupFaults, ASplitInterleavingProcessesIsRefusedOnEveryRankSayingSo) 
     for (const std::string& message : expect_every_rank(seen, 0, DDP_ERR_UNSUPPORTED))
         EXPECT_TRUE(mentions(message, "color 0")) << message;
     for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i].statuses.at(1), DDP_OK) << seen[i].messages.at(1);
+}
+
+// Color 1 holds one thread of process 0 and both of every other process:
+// unequal counts, refused on every rank naming it.
+TEST(MixedGroupFaults, ASplitWithUnequalThreadsPerProcessIsRefusedOnEveryRank) {
+    auto seen = run_group(2, [](int rank, int, ddp_comm* comm, Seen& seen) {
+        ddp_comm* sub = nullptr;
+        seen.record(ddp_comm_split(comm, rank == 0 ? 0 : 1, rank, nullptr, &sub));
+        if (sub != nullptr) ddp_comm_free(sub);
+    });
+    if (processes == 1) return expect_all_ok(seen);  // one process: one run of threads per color
+    for (const std::string& message : expect_every_rank(seen, 0, DDP_ERR_UNSUPPORTED))
+        EXPECT_TRUE(mentions(message, "color 1")) << message;
 }
 
 TEST(MixedGroupStart, ProcessesStartingDifferentCountsAllFailSayingSo) {

@@ -114,7 +114,7 @@ TEST(PeerReports, APeerSilentSinceTheCallStartedDidNotAnswer) {
 /// the timeout `timeout_s`; `seconds` gets how long the call took.
 std::string message_about_a_peer_away(SilentPeerChannel& backend, double timeout_s, double& seconds) {
     backend.identities = {ProcessIdentity{1, 1, 1, "near"}, ProcessIdentity{77, 1, 2, "far"}};
-    ControlPlane control(backend, timeout_s, 100, 0, 64, {}, {}, nullptr, 0.5);
+    ControlPlane control(backend, timeout_s, 100, 0, nullptr, {}, 0.5);
     CallContext call = control.begin(CollectiveKind::barrier, 0);
     const auto started = Clock::now();
     try {

@@ -48,8 +48,8 @@ int64_t carried_bytes(Communicator& comm, const CollectiveCall& call) {
 // messages instead of two), unpacked only once every rank agreed.
 void allreduce_in_agreement(Communicator& comm, CallContext& context, const CollectiveCall& call,
                             std::span<const uint64_t> words, int64_t bytes) {
-    trace::Timeline& timeline = comm.control().timeline();
-    std::byte* bucket = comm.fusion_buffer(static_cast<size_t>(bytes)).data();
+    trace::Timeline& timeline = comm.trace().timeline;
+    std::byte* bucket = comm.memory().fusion_buffer(static_cast<size_t>(bytes)).data();
     std::byte* end = bucket;
     {
         trace::Span span(timeline, "pack", trace::Row::work, context.sequence);

@@ -15,7 +15,7 @@ void compare_replicas(Communicator& comm, CallContext& context, const Collective
     ControlChannel& channel = comm.channel();
     const auto tensors = call.tensors;
     std::vector<uint64_t> extremes(2 * tensors.size()), hashes(tensors.size());
-    const trace::Span span(comm.control().timeline(), "hash", trace::Row::work, context.sequence);
+    const trace::Span span(comm.trace().timeline, "hash", trace::Row::work, context.sequence);
     for (size_t i = 0; i < tensors.size(); ++i) {
         hashes[i] = hash_bytes(tensors[i].data, byte_size(tensors[i]));
         extremes[2 * i] = hashes[i];

@@ -9,8 +9,10 @@
 // off its thread in this process, or is its process's least advanced
 // thread's (process_link.hpp).
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "planes/mixed/chain.hpp"
@@ -239,14 +241,19 @@ public:
 private:
     // Every color in ascending order, on every process alike: MPI splits
     // the processes with threads in it, and this process's threads in it
-    // get the transports of a new group of processes x threads.
+    // get the transports of a new group of processes x threads. A process
+    // that fails still takes part in every later color's MPI split (as in
+    // none), and the processes then agree whether all made their groups: a
+    // group one process lacks would leave its other members waiting.
     void make_split(uint64_t split, std::span<const mixed::ColorPlan> plans, Clock::time_point deadline) {
-        try {
-            std::vector<std::unique_ptr<Transport>> by_thread(static_cast<size_t>(threads()));
-            for (const mixed::ColorPlan& plan : plans) {
-                const auto at = std::find(plan.processes.begin(), plan.processes.end(), link_->process());
-                const bool in = at != plan.processes.end();
-                const auto order = static_cast<int>(at - plan.processes.begin());
+        std::vector<std::unique_ptr<Transport>> by_thread(static_cast<size_t>(threads()));
+        ddp_status status = DDP_OK;
+        std::string message;
+        for (const mixed::ColorPlan& plan : plans) {
+            const auto at = std::find(plan.processes.begin(), plan.processes.end(), link_->process());
+            const bool in = at != plan.processes.end() && status == DDP_OK;
+            const auto order = static_cast<int>(at - plan.processes.begin());
+            try {
                 std::unique_ptr<Transport> processes = link_->split_processes(in ? plan.color : -1, order, deadline);
                 if (!in) continue;
                 std::vector<std::unique_ptr<Transport>> made = make_mixed_transports(std::move(processes), plan.threads);
@@ -254,13 +261,38 @@ private:
                     const int parent_rank = plan.ranks[static_cast<size_t>(order * plan.threads + i)];
                     by_thread[static_cast<size_t>(parent_rank % threads())] = std::move(made[static_cast<size_t>(i)]);
                 }
+            } catch (...) {
+                if (status == DDP_OK) status = status_of_exception(std::current_exception(), message);
             }
-            link_->splits().give(split, std::move(by_thread));
-        } catch (...) {
-            std::string message;
-            const ddp_status status = status_of_exception(std::current_exception(), message);
-            link_->splits().give_failure(split, status, message);
         }
+        try {
+            if (!every_process_made_its_groups(status == DDP_OK, deadline) && status == DDP_OK) {
+                status = DDP_ERR_BACKEND;
+                message = "comm_split: another process could not make its new groups (its error says why)";
+            }
+        } catch (...) {
+            status = status_of_exception(std::current_exception(), message);
+        }
+        if (status == DDP_OK)
+            link_->splits().give(split, std::move(by_thread));
+        else
+            link_->splits().give_failure(split, status, message);
+    }
+
+    /// Whether every process says `made`: a MAX over the processes of
+    /// "failed", held to `deadline`.
+    bool every_process_made_its_groups(bool made, Clock::time_point deadline) {
+        uint64_t failed[1] = {made ? 0u : 1u};
+        std::unique_ptr<Pending> pending = mpi().start_max_u64(failed);
+        while (pending && !pending->test()) {
+            if (Clock::now() > deadline) {
+                mpi().abandon(std::move(pending));
+                fail(DDP_ERR_TIMEOUT, "comm_split: the other processes did not say in time whether they made "
+                                      "their new groups");
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+        return failed[0] == 0;
     }
 
     int threads() const { return link_->threads(); }
