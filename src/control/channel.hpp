@@ -26,6 +26,12 @@ struct PeerStatus {
     uint64_t label = 0;      ///< that collective's CallLabel, as a word (how messages name it)
 };
 
+/// What a rank answers when a peer asks about its `part`: 0 for the rank
+/// as a whole; k >= 1 for the k-th of the ranks it speaks for, where one
+/// rank of a channel stands for several of a wider group (a process of
+/// threads, planes/mixed/: part k is thread k - 1).
+using StatusSource = std::function<PeerStatus(int part)>;
+
 /// A message a rank sends to all its peers when it stops taking part: it
 /// gave up on a collective (a timeout), was aborted, or is finalizing.
 struct AbortNotice {
@@ -95,7 +101,7 @@ public:
     /// Starts answering peers' status questions and receiving abort notices
     /// in the background when the thread level allows it. `status` is read
     /// from that thread; it must outlive the transport's finalize().
-    virtual void start_control(const std::function<PeerStatus()>& status) = 0;
+    virtual void start_control(const StatusSource& status) = 0;
     /// Receives pending control messages on the calling thread (the
     /// fallback when no background thread may do it). Cheap; call it often.
     virtual void poll_control() = 0;
@@ -104,10 +110,11 @@ public:
     virtual std::optional<AbortNotice> abort_notice() = 0;
     /// Tells every peer that this rank gave up; never blocks.
     virtual void send_abort(const AbortNotice& notice) = 0;
-    /// Asks every peer what it is doing; an entry stays empty for a peer
-    /// that did not answer by `deadline` (dead, or busy outside libddp
-    /// without a background thread). The own rank's entry stays empty.
-    virtual std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline) = 0;
+    /// Asks every peer what it is doing (its `part`, see StatusSource; 0
+    /// but for a process of threads); an entry stays empty for a peer that
+    /// did not answer by `deadline` (dead, or busy outside libddp without a
+    /// background thread). The own rank's entry stays empty.
+    virtual std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline, int part) = 0;
     /// When a control message (a question, an answer, late or not, a
     /// notice) last arrived from `peer`; empty when none has. A peer silent
     /// now but heard from during the call is slow (a lossy or congested

@@ -351,7 +351,7 @@ void ControlPlane::report_stall(CallContext& call) {
 
 std::string ControlPlane::who_is_missing(const CallContext& call, Clock::time_point answer_deadline) {
     const auto asked = Clock::now();
-    const auto answers = channel_.ask_peers(answer_deadline);
+    const auto answers = channel_.ask_peers(answer_deadline, 0);
     const auto now = Clock::now();
     std::string missing, silent;
     for (size_t peer = 0; peer < answers.size(); ++peer) {
@@ -371,7 +371,9 @@ std::string ControlPlane::who_is_missing(const CallContext& call, Clock::time_po
             continue;
         }
         const PeerStatus& peer_status = *answers[peer];
-        if (peer_status.sequence == call.sequence && peer_status.in_call) continue;  // joined
+        // Joined: still inside this call, or already out of it (done, or
+        // failed on a notice this rank sent as it gave up).
+        if (peer_status.sequence == call.sequence) continue;
         const std::string last = status_text(peer_status);
         const std::string state = peer_status.sequence > call.sequence ? " is already past this call (its last: "
                                                                        : " has not joined (its last call: ";

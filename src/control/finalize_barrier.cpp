@@ -28,7 +28,7 @@ bool all_reach_finalize(ControlChannel& channel, ControlPlane& control, double t
         const auto now = Clock::now();
         if (now > give_up_at) break;
         if (silence_means_gone && now > next_question) {
-            const auto answers = channel.ask_peers(deadline_after(answer_wait_s));
+            const auto answers = channel.ask_peers(deadline_after(answer_wait_s), 0);
             for (size_t peer = 0; peer < answers.size(); ++peer)
                 if (static_cast<int>(peer) != channel.rank() && !answers[peer] && !barrier->test()) {
                     channel.abandon(std::move(barrier));

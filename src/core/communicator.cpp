@@ -49,7 +49,7 @@ Communicator::Communicator(std::unique_ptr<Transport> transport, std::unique_ptr
                std::move(name), settings.peer_dead_s),
       agreement_(transport_->channel(), control_, trace_),
       gpu_(std::move(gpu)) {
-    channel().start_control([this] { return control_.status(); });
+    channel().start_control([this](int) { return control_.status(); });
     // Agreement's rounds take the first faster route a plane in front offers.
     for (const auto& plane : planes_in_front_)
         if (AgreementRoute* route = plane->agreement_route()) {

@@ -443,6 +443,9 @@ TEST(MixedGroupFaults, AThreadThatNeverCallsIsNamedInItsPeersTimeout) {
         if (rank == 0) {
             EXPECT_TRUE(mentions(seen[i].messages.at(0), "rank " + std::to_string(late) + " has not joined"))
                 << seen[i].messages.at(0);
+            // Its process answers for each thread: the one beside it joined.
+            EXPECT_FALSE(mentions(seen[i].messages.at(0), "rank " + std::to_string(late - 1) + " has not joined"))
+                << seen[i].messages.at(0);
             std::printf("rank 0's timeout: %s\n", seen[i].messages.at(0).c_str());
         }
     }

@@ -48,11 +48,11 @@ public:
         return never();
     }
     void abandon(std::unique_ptr<Pending>) override {}
-    void start_control(const std::function<PeerStatus()>&) override {}
+    void start_control(const StatusSource&) override {}
     void poll_control() override {}
     std::optional<AbortNotice> abort_notice() override { return std::nullopt; }
     void send_abort(const AbortNotice&) override {}
-    std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline) override {
+    std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline, int) override {
         while (Clock::now() < deadline) {
         }
         return {std::nullopt, std::nullopt};

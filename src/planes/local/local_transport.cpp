@@ -74,12 +74,14 @@ public:
         abandoned_.push_back(std::move(pending));
     }
 
-    void start_control(const std::function<PeerStatus()>& status) override { group_->set_status_source(rank_, status); }
+    void start_control(const StatusSource& status) override {
+        group_->set_status_source(rank_, [status] { return status(0); });
+    }
     void poll_control() override {}
     // Notices name their senders as the widest group does (first_rank_ + rank).
     std::optional<AbortNotice> abort_notice() override { return group_->notice_for(first_rank_ + rank_); }
     void send_abort(const AbortNotice& notice) override { group_->post_notice(notice); }
-    std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point) override {
+    std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point, int) override {
         std::vector<std::optional<PeerStatus>> answers(static_cast<size_t>(size()));
         for (int peer = 0; peer < size(); ++peer)
             if (peer != rank_) answers[static_cast<size_t>(peer)] = group_->status_of(peer);

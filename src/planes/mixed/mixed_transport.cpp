@@ -154,9 +154,9 @@ public:
     // finalize (an MPI step may still be under way).
     void abandon(std::unique_ptr<Pending> pending) override { mpi().abandon(std::move(pending)); }
 
-    void start_control(const std::function<PeerStatus()>& status) override {
+    void start_control(const StatusSource& status) override {
         first().start_control(status);
-        link_->set_status(thread_, status);
+        link_->set_status(thread_, [status] { return status(0); });
     }
     void poll_control() override { mpi().poll_control(); }
     // A peer elsewhere that stopped stops this process's rounds too, before
@@ -179,17 +179,20 @@ public:
         again().send_abort(notice);
         mpi().send_abort(notice);
     }
-    std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline) override {
+    // Threads here answer for themselves; another process answers for
+    // each of its threads in turn (one question per thread number).
+    std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline, int) override {
         std::vector<std::optional<PeerStatus>> answers(static_cast<size_t>(size()));
-        const auto threads_here = first().ask_peers(deadline);
-        const auto other_processes = link_->ask_processes(deadline);
+        const auto threads_here = first().ask_peers(deadline, 0);
+        std::vector<std::vector<std::optional<PeerStatus>>> by_thread;  // [thread][process]
+        for (int thread = 0; thread < threads(); ++thread) by_thread.push_back(link_->ask_processes(deadline, thread));
         for (int peer = 0; peer < size(); ++peer) {
             if (peer == rank()) continue;
             const int thread = peer % threads();
             answers[static_cast<size_t>(peer)] =
                 here(peer) ? (threads_here[static_cast<size_t>(thread)] ? threads_here[static_cast<size_t>(thread)]
                                                                         : link_->final_status(thread))
-                           : other_processes[static_cast<size_t>(peer / threads())];
+                           : by_thread[static_cast<size_t>(thread)][static_cast<size_t>(peer / threads())];
         }
         return answers;
     }

@@ -29,10 +29,12 @@ void ProcessLink::set_status(int thread, std::function<PeerStatus()> status) {
     if (answering_ || !statuses_[static_cast<size_t>(thread)]) return;
     answering_ = true;
     // The responder thread reads the statuses under the same lock as a
-    // finalizing thread takes its own away.
-    processes_->channel().start_control([this] {
+    // finalizing thread takes its own away. Part 0 is the process (its
+    // least advanced thread), part k its thread k - 1.
+    processes_->channel().start_control([this](int part) {
         std::lock_guard lock(mutex_);
-        return least_advanced();
+        if (part < 1 || part > threads_) return least_advanced();
+        return status_of(static_cast<size_t>(part - 1)).value_or(PeerStatus{});
     });
 }
 
@@ -41,14 +43,15 @@ void ProcessLink::forget_status(int thread) {
     statuses_[static_cast<size_t>(thread)] = nullptr;
 }
 
-std::vector<std::optional<PeerStatus>> ProcessLink::ask_processes(Clock::time_point deadline) {
+std::vector<std::optional<PeerStatus>> ProcessLink::ask_processes(Clock::time_point deadline, int thread) {
     constexpr auto fresh = std::chrono::milliseconds(200);
     std::lock_guard lock(asking_);
-    if (answers_.empty() || Clock::now() - answered_ > fresh) {
-        answers_ = channel().ask_peers(deadline);
-        answered_ = Clock::now();
+    Answers& answers = answers_[thread];
+    if (answers.by_process.empty() || Clock::now() - answers.when > fresh) {
+        answers.by_process = channel().ask_peers(deadline, thread + 1);
+        answers.when = Clock::now();
     }
-    return answers_;
+    return answers.by_process;
 }
 
 std::optional<PeerStatus> ProcessLink::final_status(int thread) const {
@@ -56,12 +59,16 @@ std::optional<PeerStatus> ProcessLink::final_status(int thread) const {
     return final_statuses_[static_cast<size_t>(thread)];
 }
 
+std::optional<PeerStatus> ProcessLink::status_of(size_t thread) const {
+    const auto& source = statuses_[thread];
+    return source ? std::optional(source()) : final_statuses_[thread];
+}
+
 PeerStatus ProcessLink::least_advanced() const {
     PeerStatus least;
     bool any = false;
     for (size_t thread = 0; thread < statuses_.size(); ++thread) {
-        const auto& source = statuses_[thread];
-        const std::optional<PeerStatus> s = source ? std::optional(source()) : final_statuses_[thread];
+        const std::optional<PeerStatus> s = status_of(thread);
         if (!s) continue;
         // Behind: an earlier call, or the same call still inside it (a thread
         // that finished it is ahead of one that has not).

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -48,11 +49,12 @@ public:
     /// Drops a thread's status without reading it (its source may be gone).
     void forget_status(int thread);
 
-    /// Every other process's answer (ask_peers over MPI), one question at a
-    /// time: the channel matches answers to its latest question, and the
-    /// threads of a process tend to ask together (they time out together),
-    /// so an answer younger than a moment is shared.
-    std::vector<std::optional<PeerStatus>> ask_processes(Clock::time_point deadline);
+    /// Every other process's answer about its thread `thread` (ask_peers
+    /// over MPI), one question at a time: the channel matches answers to its
+    /// latest question, and the threads of a process tend to ask together
+    /// (they time out together), so an answer younger than a moment is
+    /// shared.
+    std::vector<std::optional<PeerStatus>> ask_processes(Clock::time_point deadline, int thread);
     /// Runs `relay` (a stopping notice from another process into the local
     /// groups) once; a thread arriving meanwhile waits until it is done.
     void relay_once(const std::function<void()>& relay) { std::call_once(relayed_, relay); }
@@ -68,6 +70,8 @@ private:
     /// The least advanced thread's status: the one the other processes
     /// wait for. Under mutex_.
     PeerStatus least_advanced() const;
+    /// Thread `thread`'s status, or its last if it finalized. Under mutex_.
+    std::optional<PeerStatus> status_of(size_t thread) const;
 
     std::unique_ptr<Transport> processes_;
     const int process_, processes_count_, threads_;
@@ -78,9 +82,12 @@ private:
     int at_finalize_ = 0;                                 // under mutex_
     int released_ = 0;                                    // under mutex_
     bool peers_present_ = true;                           // under mutex_: every release said so
+    struct Answers {
+        std::vector<std::optional<PeerStatus>> by_process;
+        Clock::time_point when;
+    };
     std::mutex asking_;
-    std::vector<std::optional<PeerStatus>> answers_;      // under asking_
-    Clock::time_point answered_;                          // under asking_
+    std::map<int, Answers> answers_;  // by thread asked about; under asking_
     std::once_flag relayed_;
     SplitHandout splits_{threads_};
 };

@@ -64,6 +64,11 @@ private:
 // A heartbeat (ping) is answered on pong_tag with the answerer's status.
 enum ControlTag : int { query_tag = 1, reply_tag = 2, abort_tag = 3, ping_tag = 4, pong_tag = 5 };
 
+// A question's word: the asker's nonce above the part of the rank it asks
+// about (StatusSource) in the low bits; the answer carries it back.
+constexpr int part_bits = 16;
+constexpr uint64_t part_mask = (uint64_t{1} << part_bits) - 1;
+
 class Channel final : public MpiChannel {
 public:
     Channel(MpiDataComm& data, MPI_Comm control, int thread_level)
@@ -144,7 +149,7 @@ public:
         abandoned_.push_back(std::move(pending));
     }
 
-    void start_control(const std::function<PeerStatus()>& status) override {
+    void start_control(const StatusSource& status) override {
         status_ = status;
         // Without MPI_THREAD_MULTIPLE only the waiting loops answer peers.
         if (!allows_concurrent_calls()) return;
@@ -171,7 +176,7 @@ public:
         check(MPI_Test(&query_receive_, &done, &status), "MPI_Test");
         if (done) {
             heard(status.MPI_SOURCE);
-            const PeerStatus mine = status_ ? status_() : PeerStatus{};
+            const PeerStatus mine = status_ ? status_(static_cast<int>(query_word_ & part_mask)) : PeerStatus{};
             // The asker's nonce comes back so it can tell this answer from a late one.
             auto& reply = replies_.emplace_back();
             reply.words = {query_word_, mine.sequence, mine.kind, mine.in_call ? 1u : 0u, mine.label};
@@ -184,7 +189,7 @@ public:
         check(MPI_Test(&ping_receive_, &done, &status), "MPI_Test");
         if (done) {
             heard(status.MPI_SOURCE);
-            const PeerStatus mine = status_ ? status_() : PeerStatus{};
+            const PeerStatus mine = status_ ? status_(0) : PeerStatus{};
             auto& pong = replies_.emplace_back();
             pong.words = {mine.sequence, mine.kind, mine.in_call ? 1u : 0u, mine.label};
             check(MPI_Isend(pong.words.data(), 4, MPI_UINT64_T, status.MPI_SOURCE, pong_tag, control_, &pong.request),
@@ -238,17 +243,19 @@ public:
         }
     }
 
-    std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline) override {
+    std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline, int part) override {
         std::vector<std::optional<PeerStatus>> answers(static_cast<size_t>(data_.size));
         // Lists: MPI holds pointers into each message until it finishes.
         std::list<Message> questions, receipts;
+        uint64_t asked = 0;  // this question's word: the nonce, then the part asked about
         {
             std::lock_guard lock(control_mutex_);
             ++nonce_;
+            asked = nonce_ << part_bits | (static_cast<uint64_t>(part) & part_mask);
             for (int peer = 0; peer < data_.size; ++peer) {
                 if (peer == data_.rank) continue;
                 auto& question = questions.emplace_back();
-                question.words[0] = nonce_;
+                question.words[0] = asked;
                 question.peer = peer;
                 check(MPI_Isend(question.words.data(), 1, MPI_UINT64_T, peer, query_tag, control_, &question.request),
                       "MPI_Isend");
@@ -268,7 +275,7 @@ public:
                 check(MPI_Test(&receipt.request, &done, MPI_STATUS_IGNORE), "MPI_Test");
                 if (!done) continue;
                 heard(receipt.peer);
-                if (receipt.words[0] != nonce_) {  // a late answer to an earlier question
+                if (receipt.words[0] != asked) {  // a late answer to an earlier question
                     check(MPI_Irecv(receipt.words.data(), 5, MPI_UINT64_T, receipt.peer, reply_tag, control_,
                                     &receipt.request),
                           "MPI_Irecv");
@@ -395,7 +402,7 @@ private:
     // Control plane state, guarded by control_mutex_ (the responder thread
     // and the waiting loops both receive).
     std::mutex control_mutex_;
-    std::function<PeerStatus()> status_;
+    StatusSource status_;
     uint64_t query_word_ = 0;
     std::array<uint64_t, 6> abort_words_{};
     uint64_t ping_word_ = 0;

@@ -53,11 +53,11 @@ public:
     }
     void abandon(std::unique_ptr<Pending>) override {}
 
-    void start_control(const std::function<PeerStatus()>&) override {}
+    void start_control(const StatusSource&) override {}
     void poll_control() override {}
     std::optional<AbortNotice> abort_notice() override { return std::nullopt; }
     void send_abort(const AbortNotice&) override {}
-    std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point) override { return {std::nullopt}; }
+    std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point, int) override { return {std::nullopt}; }
     std::optional<Clock::time_point> last_heard_from(int) override { return std::nullopt; }
     std::optional<HeardStatus> last_status(int) override { return std::nullopt; }
     void ping(std::span<const int>) override {}
