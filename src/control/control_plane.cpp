@@ -371,12 +371,13 @@ std::string ControlPlane::who_is_missing(const CallContext& call, Clock::time_po
             continue;
         }
         const PeerStatus& peer_status = *answers[peer];
-        // Joined: still inside this call, or already out of it (done, or
-        // failed on a notice this rank sent as it gave up).
-        if (peer_status.sequence == call.sequence) continue;
+        if (peer_status.sequence == call.sequence && peer_status.in_call) continue;  // joined
         const std::string last = status_text(peer_status);
-        const std::string state = peer_status.sequence > call.sequence ? " is already past this call (its last: "
-                                                                       : " has not joined (its last call: ";
+        // Out of this very call: done, or failed (on a notice this rank sent
+        // as it gave up, or on its own).
+        const std::string state = peer_status.sequence > call.sequence    ? " is already past this call (its last: "
+                                  : peer_status.sequence == call.sequence ? " has already left this call ("
+                                                                          : " has not joined (its last call: ";
         missing += (missing.empty() ? "" : "; ") + who + state + last + ")";
     }
     if (!silent.empty())

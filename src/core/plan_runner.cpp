@@ -1,6 +1,7 @@
 #include "core/plan_runner.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "core/data_steps.hpp"
@@ -70,16 +71,17 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
         const char* plane = nullptr;  // the plane it runs on
         int64_t started_ns = 0;       // for the timeline
     };
+    // Once per step: a wait that throws leaves the step finished (abandoned).
     auto finish = [&](InFlight& flight) {
-        if (flight.step == nullptr) return;
+        const PlanStep* step = std::exchange(flight.step, nullptr);
+        if (step == nullptr) return;
         comm.control().wait(context, std::move(flight.pending), WaitStyle::for_data);
         record_transfer(timeline, context, plan, flight.index, call, flight.started_ns, flight.plane);
         if (const char* after = steps.after(flight.place)) {
             trace::Span span(timeline, after, trace::Row::work, context.sequence);
-            describe_step(span, plan, *flight.step, flight.index, call);
-            steps.unpack(*flight.step, flight.place, flight.bucket);
+            describe_step(span, plan, *step, flight.index, call);
+            steps.unpack(*step, flight.place, flight.bucket);
         }
-        flight.step = nullptr;
     };
     InFlight previous;
     size_t next_half = 0;
@@ -105,7 +107,7 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
             }
             if (timeline.on()) current.started_ns = trace::now_ns();
             current.pending = steps.start(plane, step, current.place, current.bucket);
-        } catch (const Error&) {
+        } catch (...) {
             // A step refused on every rank alike (no plane runs it, or a
             // plane's limit): the step before it still runs everywhere, and
             // may write into its buffers, so it finishes before the refusal

@@ -184,8 +184,13 @@ public:
     std::vector<std::optional<PeerStatus>> ask_peers(Clock::time_point deadline, int) override {
         std::vector<std::optional<PeerStatus>> answers(static_cast<size_t>(size()));
         const auto threads_here = first().ask_peers(deadline, 0);
+        // Each question gets its share of the time left: a silent process
+        // must not leave the later threads' questions none.
         std::vector<std::vector<std::optional<PeerStatus>>> by_thread;  // [thread][process]
-        for (int thread = 0; thread < threads(); ++thread) by_thread.push_back(link_->ask_processes(deadline, thread));
+        for (int thread = 0; thread < threads(); ++thread) {
+            const auto left = std::max(deadline - Clock::now(), Clock::duration::zero());
+            by_thread.push_back(link_->ask_processes(Clock::now() + left / (threads() - thread), thread));
+        }
         for (int peer = 0; peer < size(); ++peer) {
             if (peer == rank()) continue;
             const int thread = peer % threads();

@@ -283,7 +283,8 @@ public:
                 }
                 answers[static_cast<size_t>(receipt.peer)] =
                     PeerStatus{receipt.words[1], receipt.words[2], receipt.words[3] != 0, receipt.words[4]};
-                said(receipt.peer, *answers[static_cast<size_t>(receipt.peer)]);
+                // What the rank as a whole said; a part's answer is the asker's alone.
+                if (part == 0) said(receipt.peer, *answers[static_cast<size_t>(receipt.peer)]);
                 --missing;
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
