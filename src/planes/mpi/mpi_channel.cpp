@@ -11,6 +11,7 @@
 #include "planes/mpi/mpi_requests.hpp"
 #include "planes/mpi/recursive_doubling.hpp"
 #include "util/dtype.hpp"
+#include "util/log.hpp"
 
 namespace ddp {
 
@@ -159,8 +160,15 @@ public:
                 lock.unlock();
                 try {
                     poll_control();
-                } catch (const Error&) {
-                    return;  // MPI failed under us: waiting loops report it
+                } catch (const Error& error) {
+                    // MPI failed under us: waiting loops report it. From now
+                    // on no peer hears from this rank between its waits,
+                    // which they may take for a death: say so once.
+                    log_line(data_.rank, data_.size, DDP_LOG_WARN,
+                             std::string("control thread stopped (peers' questions and heartbeats go unanswered "
+                                         "outside this rank's waits): ") +
+                                 error.what());
+                    return;
                 }
                 lock.lock();
                 responder_wake_.wait_for(lock, std::chrono::milliseconds(10));
