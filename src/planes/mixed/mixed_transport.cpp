@@ -11,10 +11,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "control/startup.hpp"
 #include "planes/mixed/chain.hpp"
 #include "planes/mixed/mixed_plane.hpp"
 #include "planes/mixed/process_link.hpp"
@@ -255,11 +256,10 @@ private:
     // group one process lacks would leave its other members waiting.
     void make_split(uint64_t split, std::span<const mixed::ColorPlan> plans, Clock::time_point deadline) {
         std::vector<std::unique_ptr<Transport>> by_thread(static_cast<size_t>(threads()));
-        ddp_status status = DDP_OK;
-        std::string message;
+        std::optional<Error> failed;
         for (const mixed::ColorPlan& plan : plans) {
             const auto at = std::find(plan.processes.begin(), plan.processes.end(), link_->process());
-            const bool in = at != plan.processes.end() && status == DDP_OK;
+            const bool in = at != plan.processes.end() && !failed;
             const auto order = static_cast<int>(at - plan.processes.begin());
             try {
                 std::unique_ptr<Transport> processes = link_->split_processes(in ? plan.color : -1, order, deadline);
@@ -270,37 +270,22 @@ private:
                     by_thread[static_cast<size_t>(parent_rank % threads())] = std::move(made[static_cast<size_t>(i)]);
                 }
             } catch (...) {
-                if (status == DDP_OK) status = status_of_exception(std::current_exception(), message);
+                std::string message;
+                const ddp_status status = status_of_exception(std::current_exception(), message);
+                if (!failed) failed = Error(status, message);
             }
         }
         try {
-            if (!every_process_made_its_groups(status == DDP_OK, deadline) && status == DDP_OK) {
-                status = DDP_ERR_BACKEND;
-                message = "comm_split: another process could not make its new groups (its error says why)";
-            }
-        } catch (...) {
-            status = status_of_exception(std::current_exception(), message);
-        }
-        if (status == DDP_OK)
+            const double seconds_left = std::chrono::duration<double>(deadline - Clock::now()).count();
+            fail_together(mpi(), failed, std::max(seconds_left, 1e-3), DDP_ERR_BACKEND,
+                          "(MPI ranks: processes of this group) could not make their threads' new groups in "
+                          "comm_split (their error says why)");
             link_->splits().give(split, std::move(by_thread));
-        else
+        } catch (...) {
+            std::string message;
+            const ddp_status status = status_of_exception(std::current_exception(), message);
             link_->splits().give_failure(split, status, message);
-    }
-
-    /// Whether every process says `made`: a MAX over the processes of
-    /// "failed", held to `deadline`.
-    bool every_process_made_its_groups(bool made, Clock::time_point deadline) {
-        uint64_t failed[1] = {made ? 0u : 1u};
-        std::unique_ptr<Pending> pending = mpi().start_max_u64(failed);
-        while (pending && !pending->test()) {
-            if (Clock::now() > deadline) {
-                mpi().abandon(std::move(pending));
-                fail(DDP_ERR_TIMEOUT, "comm_split: the other processes did not say in time whether they made "
-                                      "their new groups");
-            }
-            std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
-        return failed[0] == 0;
     }
 
     int threads() const { return link_->threads(); }
