@@ -24,24 +24,12 @@ private:
     std::atomic<bool>& in_use_;
 };
 
-namespace {
-
-/// The priority list of host planes: those in front, then the transport's.
-std::vector<HostPlane*> host_planes(const std::vector<std::unique_ptr<HostPlane>>& in_front, Transport& transport) {
-    std::vector<HostPlane*> planes;
-    for (const auto& plane : in_front) planes.push_back(plane.get());
-    for (HostPlane* plane : transport.host_planes()) planes.push_back(plane);
-    return planes;
-}
-
-}  // namespace
-
 Communicator::Communicator(std::unique_ptr<Transport> transport, std::unique_ptr<DevicePlane> device_plane,
                            const Settings& settings, cuda::GpuAssignment gpu, std::string name)
     : transport_(std::move(transport)),
       device_plane_(std::move(device_plane)),
       planes_in_front_(make_planes_in_front(*transport_, settings.planes, deadline_after(settings.timeout_s))),
-      planes_(host_planes(planes_in_front_, *transport_), device_plane_.get()),
+      planes_(in_priority_order(planes_in_front_, *transport_), device_plane_.get()),
       settings_(settings),
       trace_(static_cast<size_t>(settings.flight_recorder_size), settings.flight_recorder_dir, transport_->channel().rank(),
              transport_->channel().size(), backend_name(), name),

@@ -15,6 +15,7 @@
 #include "device/cuda/cuda.hpp"
 #include "planes/factory.hpp"
 #include "planes/nccl/nccl_plane.hpp"
+#include "planes/planes_in_front.hpp"
 #include "trace/timeline.hpp"
 #include "util/error.hpp"
 #include "util/log.hpp"
@@ -73,9 +74,11 @@ std::unique_ptr<Communicator> started_world(const ddp_init_options& opts) {
 // every other process's: MPI starts whatever this process found wrong, so
 // that every process fails together instead of leaving the others waiting.
 std::vector<std::unique_ptr<Transport>> threads_of_every_process(int size, bool with_devices,
-                                                                 std::optional<Error> refused, double timeout_s) {
+                                                                 std::optional<Error> refused, double timeout_s,
+                                                                 const PlaneSwitches& switches) {
     std::unique_ptr<Transport> processes = make_mpi_transport(DDP_NO_MPI_COMM, MpiEnds::at_exit);
     ControlChannel& channel = processes->channel();
+    std::vector<std::unique_ptr<HostPlane>> in_front;
     try {
         if (!refused && with_devices)
             refused = Error(DDP_ERR_UNSUPPORTED, "ddp_init_local under an MPI launcher takes no devices yet (threads "
@@ -95,11 +98,14 @@ std::vector<std::unique_ptr<Transport>> threads_of_every_process(int size, bool 
                      "ddp_init_local: n is " + std::to_string(size) + " in MPI rank " +
                          std::to_string(channel.rank()) + " but " + std::to_string(every_process[process].at(0)) +
                          " in MPI rank " + std::to_string(process) + ": every process must start as many ranks");
+        // Between the processes, the planes their world would have in front of MPI.
+        in_front = make_planes_in_front(*processes, switches, deadline_after(timeout_s));
     } catch (const Error&) {
+        in_front.clear();
         processes->finalize(all_reach(channel, failed_start_wait_s));
         throw;
     }
-    return make_mixed_transports(std::move(processes), size);
+    return make_mixed_transports(std::move(processes), std::move(in_front), switches, size);
 }
 
 }  // namespace
@@ -120,12 +126,14 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
         if (!across_processes) throw;
         if (!refused) refused = error;
     }
-    // The in-process plane moves the data: no segment between threads, no nodes.
+    // The in-process plane moves the data: no segment between threads, no
+    // nodes. Between processes, the planes the user allows.
+    const PlaneSwitches between_processes = settings.planes;
     settings.planes.shm.on = false;
     settings.planes.hierarchical = false;
     set_log_threshold(settings.log_threshold);
     std::vector<std::unique_ptr<Transport>> transports =
-        across_processes ? threads_of_every_process(size, !devices.empty(), refused, settings.timeout_s)
+        across_processes ? threads_of_every_process(size, !devices.empty(), refused, settings.timeout_s, between_processes)
                          : make_local_transports(size);
     // Messages and flight recorder files name the group: a process may hold several.
     static std::atomic<int> groups_started{0};

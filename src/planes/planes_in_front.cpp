@@ -39,4 +39,12 @@ std::vector<std::unique_ptr<HostPlane>> make_planes_in_front(Transport& transpor
     return planes;
 }
 
+std::vector<HostPlane*> in_priority_order(const std::vector<std::unique_ptr<HostPlane>>& in_front,
+                                          Transport& transport) {
+    std::vector<HostPlane*> planes;
+    for (const auto& plane : in_front) planes.push_back(plane.get());
+    for (HostPlane* plane : transport.host_planes()) planes.push_back(plane);
+    return planes;
+}
+
 }  // namespace ddp

@@ -31,4 +31,8 @@ PlaneSwitches plane_switches_from_environment();
 std::vector<std::unique_ptr<HostPlane>> make_planes_in_front(Transport& transport, const PlaneSwitches& switches,
                                                              Clock::time_point deadline);
 
+/// The priority list of host planes: those in front, then the transport's.
+std::vector<HostPlane*> in_priority_order(const std::vector<std::unique_ptr<HostPlane>>& in_front,
+                                          Transport& transport);
+
 }  // namespace ddp

@@ -16,6 +16,8 @@
 
 namespace ddp {
 
+struct PlaneSwitches;
+
 class Transport {
 public:
     virtual ~Transport() = default;
@@ -54,9 +56,13 @@ std::vector<std::unique_ptr<Transport>> make_local_transports(int size, int firs
 /// (ddp_init_local under an MPI launcher): rank process x threads + i is
 /// thread i of process `processes`' rank. Threads meet in this process's
 /// memory, one thread of each process carries their part to the other
-/// processes over `processes` (an mpi transport at MPI_THREAD_MULTIPLE).
-/// Every process must pass the same `threads` (the caller checks).
-std::vector<std::unique_ptr<Transport>> make_mixed_transports(std::unique_ptr<Transport> processes, int threads);
+/// processes over `processes` (an mpi transport at MPI_THREAD_MULTIPLE)
+/// and `in_front`, the planes in front of it made with `switches`
+/// (make_planes_in_front). Every process must pass the same `threads` (the
+/// caller checks).
+std::vector<std::unique_ptr<Transport>> make_mixed_transports(std::unique_ptr<Transport> processes,
+                                                              std::vector<std::unique_ptr<HostPlane>> in_front,
+                                                              const PlaneSwitches& switches, int threads);
 
 /// Starts or adopts MPI; mpi_comm_fortran is DDP_NO_MPI_COMM for the world.
 /// Throws DDP_ERR_UNSUPPORTED when libddp was built without MPI.

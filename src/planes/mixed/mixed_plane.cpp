@@ -32,7 +32,7 @@ std::unique_ptr<Pending> MixedPlane::start_allreduce(void* data, int64_t count, 
     const auto bytes = count * static_cast<int64_t>(element_size(dtype));
     std::vector<Chain::Step> steps;
     steps.push_back(Chain::step([=, this] { return first_.start_reduce(data, count, dtype, op, 0); }));
-    if (leads()) steps.push_back(across([=, this] { return link_->plane().start_allreduce(data, count, dtype, op); }));
+    if (leads()) steps.push_back(across([=, this] { return link_->plane_for(DataOp::allreduce, dtype, op, bytes).start_allreduce(data, count, dtype, op); }));
     steps.push_back(meet_again([=, this] { return again_.start_broadcast(data, bytes, 0); }));
     return Chain::start(std::move(steps));
 }
@@ -54,7 +54,7 @@ std::unique_ptr<Pending> MixedPlane::start_reduce(void* data, int64_t count, ddp
     std::vector<Chain::Step> steps;
     if (process() == to && at != 0 && !leads() && !is_root) scratch = bytes_of(bytes);  // received and dropped
     steps.push_back(Chain::step([=, this] { return first_.start_reduce(mine, count, dtype, op, 0); }));
-    if (leads()) steps.push_back(across([=, this] { return link_->plane().start_reduce(mine, count, dtype, op, to); }));
+    if (leads()) steps.push_back(across([=, this] { return link_->plane_for(DataOp::reduce, dtype, op, static_cast<int64_t>(bytes)).start_reduce(mine, count, dtype, op, to); }));
     if (process() == to && at != 0) {
         void* into = is_root ? data : scratch->data();
         steps.push_back(meet_again([=, this] { return again_.start_broadcast(into, static_cast<int64_t>(bytes), 0); }));
@@ -69,7 +69,7 @@ std::unique_ptr<Pending> MixedPlane::start_broadcast(void* data, int64_t bytes, 
     const int from = root / threads(), at = root % threads();
     std::vector<Chain::Step> steps;
     if (process() == from) steps.push_back(Chain::step([=, this] { return first_.start_broadcast(data, bytes, at); }));
-    if (leads()) steps.push_back(across([=, this] { return link_->plane().start_broadcast(data, bytes, from); }));
+    if (leads()) steps.push_back(across([=, this] { return link_->plane_for(DataOp::broadcast, DDP_DTYPE_U8, DDP_OP_SUM, bytes).start_broadcast(data, bytes, from); }));
     if (process() != from) steps.push_back(meet_again([=, this] { return again_.start_broadcast(data, bytes, 0); }));
     return Chain::start(std::move(steps));
 }
@@ -85,7 +85,7 @@ std::unique_ptr<Pending> MixedPlane::start_allgather(const void* send, void* rec
     std::vector<Chain::Step> steps;
     steps.push_back(Chain::step([=, this] { return first_.start_allgather(send, stretch, count, dtype); }));
     if (leads())
-        steps.push_back(across([=, this] { return link_->plane().start_allgather(stretch, recv, threads() * count, dtype); }));
+        steps.push_back(across([=, this] { return link_->plane_for(DataOp::allgather, dtype, DDP_OP_SUM, threads() * block).start_allgather(stretch, recv, threads() * count, dtype); }));
     steps.push_back(meet_again([=, this] { return again_.start_broadcast(recv, all, 0); }));
     return Chain::start(std::move(steps));
 }
@@ -112,7 +112,8 @@ std::unique_ptr<Pending> MixedPlane::start_reduce_scatter(const void* send, void
     steps.push_back(Chain::step([=, this] { return first_.start_reduce(mine, all, dtype, op, 0); }));
     if (leads())
         steps.push_back(across([=, this] {
-            return link_->plane().start_reduce_scatter(sum->data(), blocks->data(), threads() * count, dtype, op);
+            return link_->plane_for(DataOp::reduce_scatter, dtype, op, static_cast<int64_t>(blocks->size()))
+                .start_reduce_scatter(sum->data(), blocks->data(), threads() * count, dtype, op);
         }));
     steps.push_back(meet_again(
         [=, this] { return again_.start_broadcast(blocks->data(), static_cast<int64_t>(blocks->size()), 0); }));
@@ -156,7 +157,8 @@ std::unique_ptr<Pending> MixedPlane::start_alltoall(const void* send, void* recv
             return nullptr;
         }));
         steps.push_back(across([=, this] {
-            return link_->plane().start_alltoall(outgoing->data(), incoming->data(), n * n * count, dtype);
+            return link_->plane_for(DataOp::alltoall, dtype, DDP_OP_SUM, static_cast<int64_t>(exchanged))
+                .start_alltoall(outgoing->data(), incoming->data(), n * n * count, dtype);
         }));
     }
     steps.push_back(meet_again(

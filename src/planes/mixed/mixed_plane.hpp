@@ -1,7 +1,9 @@
 // The host plane of a group across processes x threads: each operation is
 // a chain (chain.hpp) of the threads meeting in their process's memory
 // (the in-process plane of a first local group), thread 0 of each process
-// crossing to the other processes (the mpi plane), and the threads meeting
+// crossing to the other processes (through the planes a world of the
+// processes would use: shared memory on one node, else mpi; the process
+// link picks one per step), and the threads meeting
 // again (a second local group, so that its rounds keep one order however
 // the first steps end). Rank process x threads + i is thread i.
 #pragma once
@@ -27,7 +29,7 @@ public:
     MixedPlane(std::shared_ptr<ProcessLink> link, int thread, HostPlane& first, HostPlane& again, Gates& gates)
         : link_(std::move(link)), thread_(thread), first_(first), again_(again), gates_(gates) {}
 
-    const char* name() const override { return "local+mpi"; }
+    const char* name() const override { return "mixed"; }
     std::span<const Capability> capabilities() const override;
 
     std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) override;

@@ -264,7 +264,10 @@ private:
             try {
                 std::unique_ptr<Transport> processes = link_->split_processes(in ? plan.color : -1, order, deadline);
                 if (!in) continue;
-                std::vector<std::unique_ptr<Transport>> made = make_mixed_transports(std::move(processes), plan.threads);
+                // Collective over the color's processes, which all get here.
+                auto in_front = make_planes_in_front(*processes, link_->switches(), deadline);
+                std::vector<std::unique_ptr<Transport>> made =
+                    make_mixed_transports(std::move(processes), std::move(in_front), link_->switches(), plan.threads);
                 for (int i = 0; i < plan.threads; ++i) {
                     const int parent_rank = plan.ranks[static_cast<size_t>(order * plan.threads + i)];
                     by_thread[static_cast<size_t>(parent_rank % threads())] = std::move(made[static_cast<size_t>(i)]);
@@ -308,8 +311,10 @@ private:
 
 }  // namespace
 
-std::vector<std::unique_ptr<Transport>> make_mixed_transports(std::unique_ptr<Transport> processes, int threads) {
-    auto link = std::make_shared<mixed::ProcessLink>(std::move(processes), threads);
+std::vector<std::unique_ptr<Transport>> make_mixed_transports(std::unique_ptr<Transport> processes,
+                                                              std::vector<std::unique_ptr<HostPlane>> in_front,
+                                                              const PlaneSwitches& switches, int threads) {
+    auto link = std::make_shared<mixed::ProcessLink>(std::move(processes), std::move(in_front), switches, threads);
     const int first_rank = link->process() * threads;
     std::vector<std::unique_ptr<Transport>> first = make_local_transports(threads, first_rank);
     std::vector<std::unique_ptr<Transport>> again = make_local_transports(threads, first_rank);

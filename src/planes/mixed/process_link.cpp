@@ -5,8 +5,10 @@
 
 namespace ddp::mixed {
 
-ProcessLink::ProcessLink(std::unique_ptr<Transport> processes, int threads)
-    : processes_(std::move(processes)), process_(processes_->channel().rank()),
+ProcessLink::ProcessLink(std::unique_ptr<Transport> processes, std::vector<std::unique_ptr<HostPlane>> in_front,
+                         const PlaneSwitches& switches, int threads)
+    : processes_(std::move(processes)), in_front_(std::move(in_front)), switches_(switches),
+      planes_(in_priority_order(in_front_, *processes_), nullptr), process_(processes_->channel().rank()),
       processes_count_(processes_->channel().size()), threads_(threads), statuses_(static_cast<size_t>(threads)),
       final_statuses_(static_cast<size_t>(threads)) {}
 
@@ -18,7 +20,10 @@ ProcessLink::~ProcessLink() {
         std::lock_guard lock(mutex_);
         released = released_ == threads_;
     }
-    if (!released) processes_->finalize(false);  // a start that failed: nothing collective
+    if (released) return;
+    // A start that failed: nothing collective.
+    for (const auto& plane : in_front_) plane->finalize(false);
+    processes_->finalize(false);
 }
 
 void ProcessLink::set_status(int thread, std::function<PeerStatus()> status) {
@@ -92,7 +97,9 @@ void ProcessLink::release(bool peers_present) {
         last = ++released_ == threads_;
         peers_present = peers_present_;
     }
-    if (last) processes_->finalize(peers_present);
+    if (!last) return;
+    for (const auto& plane : in_front_) plane->finalize(peers_present);
+    processes_->finalize(peers_present);
 }
 
 }  // namespace ddp::mixed

@@ -1,6 +1,7 @@
 // What the threads of one process share in a group across processes x
-// threads: the mpi transport to the other processes (thread 0 of each
-// process carries its threads' part over it), the status this process gives
+// threads: the mpi transport to the other processes and the planes in front
+// of it (thread 0 of each process carries its threads' part over them:
+// shared memory between processes of one node, as a world's ranks), the status this process gives
 // the other processes when they ask (its least advanced thread's), the new
 // groups a split makes, and the end of MPI once the last thread has
 // finalized.
@@ -16,19 +17,29 @@
 #include "control/channel.hpp"
 #include "planes/host_plane.hpp"
 #include "planes/mixed/split_handout.hpp"
+#include "planes/plane_list.hpp"
+#include "planes/planes_in_front.hpp"
 #include "planes/transport.hpp"
 
 namespace ddp::mixed {
 
 class ProcessLink {
 public:
-    ProcessLink(std::unique_ptr<Transport> processes, int threads);
+    /// `in_front`: the planes in front of `processes`' own, made over it
+    /// with `switches` (which the link's splits make theirs with too).
+    ProcessLink(std::unique_ptr<Transport> processes, std::vector<std::unique_ptr<HostPlane>> in_front,
+                const PlaneSwitches& switches, int threads);
     ~ProcessLink();
     ProcessLink(const ProcessLink&) = delete;
     ProcessLink& operator=(const ProcessLink&) = delete;
 
     ControlChannel& channel() { return processes_->channel(); }
-    HostPlane& plane() { return *processes_->host_planes().front(); }
+    /// The plane thread 0 crosses to the other processes with for a step:
+    /// the first in priority order that runs it, as a communicator picks.
+    HostPlane& plane_for(DataOp op, ddp_dtype dtype, ddp_op reduction, int64_t bytes) const {
+        return planes_.host_for(op, dtype, reduction, bytes);
+    }
+    const PlaneSwitches& switches() const { return switches_; }
     int process() const { return process_; }
     int processes() const { return processes_count_; }
     int threads() const { return threads_; }
@@ -74,6 +85,9 @@ private:
     std::optional<PeerStatus> status_of(size_t thread) const;
 
     std::unique_ptr<Transport> processes_;
+    std::vector<std::unique_ptr<HostPlane>> in_front_;  // destroyed before processes_
+    const PlaneSwitches switches_;
+    const PlaneList planes_;
     const int process_, processes_count_, threads_;
     mutable std::mutex mutex_;
     std::vector<std::function<PeerStatus()>> statuses_;  // under mutex_
