@@ -75,6 +75,10 @@ public:
     virtual int size() const = 0;
     virtual int local_rank() const = 0;
     virtual int local_size() const = 0;
+    /// How many of the ranks are threads of this process (a local group's,
+    /// or this process's part of a group across processes x threads): they
+    /// share its CPUs.
+    virtual int ranks_in_this_process() const { return 1; }
     /// The smallest rank on this rank's node: equal exactly on the ranks
     /// that share a node, so it serves as the node's color for a split.
     virtual int node_leader() const = 0;

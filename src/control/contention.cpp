@@ -1,6 +1,29 @@
 #include "control/contention.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "control/channel.hpp"
+
 namespace ddp {
+
+std::string CpuShare::describe() const {
+    if (ranks_in_process > process_cpus)
+        return std::to_string(ranks_in_process) + " ranks in this process on its " + std::to_string(process_cpus) +
+               " CPUs";
+    return std::to_string(ranks_on_node) + " ranks on this node's " + std::to_string(node_cpus) + " CPUs";
+}
+
+CpuShare cpu_share(const ControlChannel& channel) {
+    const int node_cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    int process_cpus = node_cpus;
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) process_cpus = std::max(1, CPU_COUNT(&allowed));
+    return {channel.ranks_in_this_process(), process_cpus, channel.local_size(), node_cpus};
+}
 
 ContentionWatch::Change ContentionWatch::wait_ended(bool slept) {
     std::lock_guard lock(mutex_);

@@ -6,9 +6,37 @@
 // once when it ends, not per wait.
 #pragma once
 
+#include <chrono>
 #include <mutex>
+#include <string>
 
 namespace ddp {
+
+class ControlChannel;
+
+/// How a communicator's ranks share CPUs with each other.
+struct CpuShare {
+    int ranks_in_process;  ///< its ranks that are threads of this process
+    int process_cpus;      ///< the CPUs this process may run on
+    int ranks_on_node;
+    int node_cpus;
+
+    /// More ranks than CPUs, in this process or on this node: a rank that
+    /// spins in a wait then holds a core that the peer it waits for needs.
+    bool outnumbered() const { return ranks_in_process > process_cpus || ranks_on_node > node_cpus; }
+    /// "4 ranks in this process on its 2 CPUs", for the log.
+    std::string describe() const;
+};
+
+CpuShare cpu_share(const ControlChannel& channel);
+
+/// How long a wait spins before it sleeps, where its operation can sleep
+/// and the ranks are outnumbered. Measured on a 2-core machine
+/// (docs/benchmark.md, "Busy cores"): a 4 KiB allreduce of 4 threads of one
+/// process took 0.67 ms spinning 200 us, 0.20 ms at 50 us, 0.08 ms at 10 us
+/// or none; 4 processes through shared memory 0.24 against 0.05 ms. With a
+/// CPU per rank, 200 us (control_plane.cpp) stays.
+constexpr std::chrono::microseconds outnumbered_spin{10};
 
 class ContentionWatch {
 public:

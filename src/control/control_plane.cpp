@@ -15,7 +15,8 @@ using std::chrono::duration;
 using std::chrono::duration_cast;
 
 // Peers usually arrive within microseconds: spin this long before sleeping
-// (or, for an operation that cannot sleep, pacing). Measured (2 ranks, shm,
+// (or, for an operation that cannot sleep, pacing), where every rank has a
+// CPU (else outnumbered_spin, contention.hpp). Measured (2 ranks, shm,
 // spins of 0-200 µs; docs/benchmark.md, "Busy cores"): 0-5 µs made 4-16 KiB
 // calls 3-7x slower on a quiet machine, 20 µs made them 3x slower beside a
 // CPU-bound process; on the model lists 20, 50 and 200 µs were alike.
@@ -63,10 +64,18 @@ ControlPlane::ControlPlane(ControlChannel& channel, double timeout_s, double sta
                                                                        channel.rank(), channel.size(), channel.name(),
                                                                        name_)),
       trace_(trace != nullptr ? *trace : *own_trace_),
+      spin_(cpu_share(channel).outnumbered() ? Clock::duration(outnumbered_spin) : Clock::duration(hot_spin)),
       timeout_s_(timeout_s),
       stall_warning_s_(stall_warning_s),
       watched_(channel.rank(), hang_grace_s),
-      liveness_(channel, peer_dead_s) {}
+      liveness_(channel, peer_dead_s) {
+    const CpuShare share = cpu_share(channel);
+    if (share.outnumbered() && trace != nullptr)  // a communicator's, not a set-up exchange's
+        log_line(channel.rank(), channel.size(), DDP_LOG_DEBUG,
+                 prefix_ + share.describe() + ": waits spin " + std::to_string(outnumbered_spin.count()) +
+                     " us before they sleep, not " + std::to_string(hot_spin.count()) +
+                     " us, to hand the core to the peer they wait for");
+}
 
 CallContext ControlPlane::begin(CollectiveKind kind, double call_timeout_s, bool for_binding) {
     require_usable();
@@ -190,12 +199,14 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
             next_liveness = now + liveness_interval;
         }
         if (now > call.deadline) give_up(call, std::move(pending));
-        if (now - start < hot_spin) continue;
+        if (now - start < spin_) continue;
         // A peer off its core gets the core back sooner from a rank asleep.
         if (test_or_abandon(call, pending, start, std::min({next_control, next_liveness, call.deadline}))) {
             slept(now);
             continue;
         }
+        // An operation that cannot sleep (MPI) keeps its measured pacing.
+        if (now - start < hot_spin) continue;
         switch (style) {
         case WaitStyle::for_data:
             if (now - start < progress_spin) continue;

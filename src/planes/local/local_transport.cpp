@@ -40,6 +40,7 @@ public:
     int size() const override { return group_->size(); }
     int local_rank() const override { return rank_; }
     int local_size() const override { return group_->size(); }
+    int ranks_in_this_process() const override { return group_->size(); }
     int node_leader() const override { return 0; }
     bool allows_background_thread() const override { return true; }
     bool allows_concurrent_calls() const override { return true; }

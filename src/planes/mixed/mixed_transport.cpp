@@ -72,6 +72,7 @@ public:
     int size() const override { return link_->processes() * threads(); }
     int local_rank() const override { return mpi().local_rank() * threads() + thread_; }
     int local_size() const override { return mpi().local_size() * threads(); }
+    int ranks_in_this_process() const override { return threads(); }
     int node_leader() const override { return mpi().node_leader() * threads(); }
     bool allows_background_thread() const override { return true; }
     bool allows_concurrent_calls() const override { return true; }
