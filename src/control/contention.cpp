@@ -1,6 +1,7 @@
 #include "control/contention.hpp"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <thread>
@@ -21,7 +22,9 @@ CpuShare cpu_share(const ControlChannel& channel) {
     int process_cpus = node_cpus;
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) process_cpus = std::max(1, CPU_COUNT(&allowed));
+    // The process's main thread's CPUs (its pid names it), not the calling
+    // thread's, which a user may have pinned.
+    if (sched_getaffinity(::getpid(), sizeof allowed, &allowed) == 0) process_cpus = std::max(1, CPU_COUNT(&allowed));
     return {channel.ranks_in_this_process(), process_cpus, channel.local_size(), node_cpus};
 }
 

@@ -30,12 +30,19 @@ struct CpuShare {
 
 CpuShare cpu_share(const ControlChannel& channel);
 
+/// Peers usually arrive within microseconds: a wait spins this long before
+/// sleeping (or, for an operation that cannot sleep, pacing), where every
+/// rank has a CPU. Measured (2 ranks, shm, spins of 0-200 us;
+/// docs/benchmark.md, "Busy cores"): 0-5 us made 4-16 KiB calls 3-7x slower
+/// on a quiet machine, 20 us made them 3x slower beside a CPU-bound
+/// process; on the model lists 20, 50 and 200 us were alike.
+constexpr std::chrono::microseconds hot_spin{200};
+
 /// How long a wait spins before it sleeps, where its operation can sleep
 /// and the ranks are outnumbered. Measured on a 2-core machine
 /// (docs/benchmark.md, "Busy cores"): a 4 KiB allreduce of 4 threads of one
 /// process took 0.67 ms spinning 200 us, 0.20 ms at 50 us, 0.08 ms at 10 us
-/// or none; 4 processes through shared memory 0.24 against 0.05 ms. With a
-/// CPU per rank, 200 us (control_plane.cpp) stays.
+/// or none; 4 processes through shared memory 0.24 against 0.05 ms.
 constexpr std::chrono::microseconds outnumbered_spin{10};
 
 class ContentionWatch {

@@ -14,13 +14,6 @@ namespace {
 using std::chrono::duration;
 using std::chrono::duration_cast;
 
-// Peers usually arrive within microseconds: spin this long before sleeping
-// (or, for an operation that cannot sleep, pacing), where every rank has a
-// CPU (else outnumbered_spin, contention.hpp). Measured (2 ranks, shm,
-// spins of 0-200 µs; docs/benchmark.md, "Busy cores"): 0-5 µs made 4-16 KiB
-// calls 3-7x slower on a quiet machine, 20 µs made them 3x slower beside a
-// CPU-bound process; on the model lists 20, 50 and 200 µs were alike.
-constexpr auto hot_spin = std::chrono::microseconds(200);
 // A data transfer that progresses only while tested (MPI) keeps testing this
 // long. 2,500 x 256 floats through MPI_Iallreduce right after per-tensor
 // MPI_Allreduce calls, beside one busy loop (2 ranks, medians of 20): 1.9 ms
@@ -64,12 +57,12 @@ ControlPlane::ControlPlane(ControlChannel& channel, double timeout_s, double sta
                                                                        channel.rank(), channel.size(), channel.name(),
                                                                        name_)),
       trace_(trace != nullptr ? *trace : *own_trace_),
-      spin_(cpu_share(channel).outnumbered() ? Clock::duration(outnumbered_spin) : Clock::duration(hot_spin)),
       timeout_s_(timeout_s),
       stall_warning_s_(stall_warning_s),
       watched_(channel.rank(), hang_grace_s),
       liveness_(channel, peer_dead_s) {
     const CpuShare share = cpu_share(channel);
+    if (share.outnumbered()) spin_ = outnumbered_spin;
     if (share.outnumbered() && trace != nullptr)  // a communicator's, not a set-up exchange's
         log_line(channel.rank(), channel.size(), DDP_LOG_DEBUG,
                  prefix_ + share.describe() + ": waits spin " + std::to_string(outnumbered_spin.count()) +

@@ -176,8 +176,9 @@ private:
     std::unique_ptr<trace::CallTrace> own_trace_;  ///< a set-up exchange's (no communicator's given)
     trace::CallTrace& trace_;
     ContentionWatch contention_;
-    /// How long a wait spins before it sleeps (where its operation can).
-    const Clock::duration spin_;
+    /// How long a wait spins before it sleeps (where its operation can);
+    /// set once, in the constructor.
+    Clock::duration spin_ = hot_spin;
     const double timeout_s_;
     const double stall_warning_s_;
     std::atomic<uint64_t> sequence_{0};

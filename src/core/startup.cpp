@@ -101,7 +101,6 @@ std::vector<std::unique_ptr<Transport>> threads_of_every_process(int size, bool 
         // Between the processes, the planes their world would have in front of MPI.
         in_front = make_planes_in_front(*processes, switches, deadline_after(timeout_s));
     } catch (const Error&) {
-        in_front.clear();
         processes->finalize(all_reach(channel, failed_start_wait_s));
         throw;
     }
@@ -127,8 +126,12 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
         if (!refused) refused = error;
     }
     // The in-process plane moves the data: no segment between threads, no
-    // nodes. Between processes, the planes the user allows.
-    const PlaneSwitches between_processes = settings.planes;
+    // nodes. Between processes, shared memory where the user allows it; not
+    // the hierarchical plane, which starts its node stages' pieces as it is
+    // tested, where a process's threads may test their chains in another
+    // order than another process's threads (chain.hpp's Gate orders starts).
+    PlaneSwitches between_processes = settings.planes;
+    between_processes.hierarchical = false;
     settings.planes.shm.on = false;
     settings.planes.hierarchical = false;
     set_log_threshold(settings.log_threshold);

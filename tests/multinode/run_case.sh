@@ -13,8 +13,9 @@
 # memory (DDP_SHM=1) or through MPI (DDP_SHM=0), or with DDP_HIERARCHICAL=0 did not;
 # the debug log line saying the node stages' way is shown),
 # example_2x2 (the C example trains), mixed_2x2 (the C example on 2 threads
-# per process, ddp_init_local under mpirun: 8 ranks whose processes cross
-# through the hierarchical plane, node stages in shared memory), and faults on 3 nodes x 1 rank in a
+# per process, ddp_init_local under mpirun: 8 ranks on 2 nodes, the
+# processes' threads 0 crossing over MPI, trains with its replicas
+# identical), and faults on 3 nodes x 1 rank in a
 # loop of allreduces (node_rank.cpp). Injected once every rank is in its
 # loop, with the default timeout (1,800 s), so that only finding the dead
 # peer (src/control/peer_liveness.cpp) ends the survivors' calls, each
@@ -163,7 +164,7 @@ placement_2x2 | placement_3x1 | collectives_2x2 | collectives_shm_2x2 | collecti
     if [ "${case_name##*_}" = 2x2 ]; then nodes=2 slots=2; else nodes=3 slots=1; fi
     case $case_name in
     collectives_shm_2x2) export DDP_SHM=1 ;;
-    hierarchical_2x2 | mixed_2x2) export DDP_SHM=1 DDP_LOG_LEVEL=debug ;;
+    hierarchical_2x2) export DDP_SHM=1 DDP_LOG_LEVEL=debug ;;
     hierarchical_mpi_node_2x2) export DDP_SHM=0 DDP_LOG_LEVEL=debug ;;
     hierarchical_off_2x2) export DDP_HIERARCHICAL=0 ;;
     esac
@@ -191,7 +192,7 @@ placement_2x2 | placement_3x1 | collectives_2x2 | collectives_shm_2x2 | collecti
     [ "$status" = 0 ] || fail "mpirun exited with $status"
     # The debug line each rank writes when it sets the plane up.
     case $case_name in
-    hierarchical_2x2 | mixed_2x2) way="shared memory" ;;
+    hierarchical_2x2) way="shared memory" ;;
     hierarchical_mpi_node_2x2) way="MPI" ;;
     *) way="" ;;
     esac

@@ -19,12 +19,14 @@ namespace ddp::mixed {
 
 /// Keeps one kind of step in the order its chains were made. A rank's
 /// operations may finish their first steps in any order, but its process
-/// meets the others in MPI, and its threads meet in their rounds, in one
-/// order on every rank: the order in which the rank made its chains.
-/// It orders starts only: an MPI operation that issues more MPI calls as it
-/// progresses (the channel's allgather of lists) relies on no other MPI
-/// step of the rank running beside it, which holds since a rank's control
-/// exchanges and its data operations never overlap. A chain dropped before
+/// meets the others (over MPI or shared memory), and its threads meet in
+/// their rounds, in one order on every rank: the order in which the rank
+/// made its chains. It orders starts only, so a plane there must fix its
+/// order at start (MPI's operations, the shared-memory plane's numbered
+/// steps), not as it is tested; and an MPI operation that issues more MPI
+/// calls as it progresses (the channel's allgather of lists) relies on no
+/// other MPI step of the rank running beside it, which holds since a rank's
+/// control exchanges and its data operations never overlap. A chain dropped before
 /// its turn (abandoned on a timeout) holds up the later ones: by then the
 /// communicator is broken.
 class Gate {

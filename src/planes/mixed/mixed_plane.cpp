@@ -112,7 +112,7 @@ std::unique_ptr<Pending> MixedPlane::start_reduce_scatter(const void* send, void
     steps.push_back(Chain::step([=, this] { return first_.start_reduce(mine, all, dtype, op, 0); }));
     if (leads())
         steps.push_back(across([=, this] {
-            return link_->plane_for(DataOp::reduce_scatter, dtype, op, static_cast<int64_t>(blocks->size()))
+            return link_->plane_for(DataOp::reduce_scatter, dtype, op, static_cast<int64_t>(sum->size()))
                 .start_reduce_scatter(sum->data(), blocks->data(), threads() * count, dtype, op);
         }));
     steps.push_back(meet_again(

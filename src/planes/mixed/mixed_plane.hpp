@@ -1,9 +1,9 @@
 // The host plane of a group across processes x threads: each operation is
 // a chain (chain.hpp) of the threads meeting in their process's memory
 // (the in-process plane of a first local group), thread 0 of each process
-// crossing to the other processes (through the planes a world of the
-// processes would use: shared memory on one node, else mpi; the process
-// link picks one per step), and the threads meeting
+// crossing to the other processes (through the shared-memory plane where
+// they share one node and it runs the step, else the mpi plane; the process
+// link picks per step), and the threads meeting
 // again (a second local group, so that its rounds keep one order however
 // the first steps end). Rank process x threads + i is thread i.
 #pragma once
@@ -19,7 +19,7 @@ namespace ddp::mixed {
 /// What one rank's chains share: its gates, so that its process meets the
 /// others, and its threads meet again, in the order it made its chains.
 struct Gates {
-    Gate processes;  ///< thread 0's steps over MPI (control and data alike)
+    Gate processes;  ///< thread 0's steps to the other processes (control and data alike)
     Gate again;      ///< the second meetings of the threads
 };
 
@@ -44,7 +44,7 @@ private:
     bool leads() const { return thread_ == 0; }
     int threads() const { return link_->threads(); }
     int process() const { return link_->process(); }
-    /// A step of thread 0 over MPI, in its turn.
+    /// A step of thread 0 to the other processes, in its turn.
     Chain::Step across(std::function<std::unique_ptr<Pending>()> start) {
         return Chain::step(gates_.processes, std::move(start));
     }

@@ -3,7 +3,7 @@
 // process that MPI numbers `process`. Its control exchanges and its data
 // operations are chains (chain.hpp): the process's threads meet in a first
 // local group, thread 0 exchanges the process's part with the other
-// processes over MPI, and the threads meet again in a second local group,
+// processes (control over MPI, data as mixed_plane.hpp says), and the threads meet again in a second local group,
 // whose rounds keep one order however the first steps end. Abort notices go
 // to both local groups and to every other process; a peer's status is read
 // off its thread in this process, or is its process's least advanced

@@ -1,7 +1,7 @@
 // What the threads of one process share in a group across processes x
-// threads: the mpi transport to the other processes and the planes in front
-// of it (thread 0 of each process carries its threads' part over them:
-// shared memory between processes of one node, as a world's ranks), the status this process gives
+// threads: the mpi transport to the other processes and the shared-memory
+// plane in front of it where they share one node (thread 0 of each process
+// carries its threads' part over them), the status this process gives
 // the other processes when they ask (its least advanced thread's), the new
 // groups a split makes, and the end of MPI once the last thread has
 // finalized.
