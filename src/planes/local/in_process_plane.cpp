@@ -176,4 +176,12 @@ std::unique_ptr<Pending> InProcessPlane::start_alltoall(const void* send, void* 
     });
 }
 
+std::unique_ptr<Pending> InProcessPlane::start_on_root(const void* send, void* recv, size_t recv_bytes, Shape shape,
+                                                       int root, RootWork work) {
+    return start(send, recv, shape, [this, recv_bytes, root, work = std::move(work)](Round& round) {
+        refuse_shared_buffers(round, recv_bytes, 0);
+        if (rank_ == root) work(round.send, round.recv);
+    });
+}
+
 }  // namespace ddp::local

@@ -9,7 +9,10 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
+#include <functional>
 #include <memory>
+#include <span>
 
 #include "planes/host_plane.hpp"
 #include "planes/local/local_group.hpp"
@@ -30,6 +33,18 @@ public:
     std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count, ddp_dtype dtype,
                                                   ddp_op op) override;
     std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) override;
+
+    /// What rank `root` does with every rank's buffers (`sends`, `recvs` by rank).
+    using RootWork = std::function<void(std::span<const std::byte* const> sends, std::span<std::byte* const> recvs)>;
+    /// Every rank's buffers handed to rank `root`, which runs `work` on them
+    /// once every rank is there; the others do nothing but wait until it
+    /// has, since their buffers are its until then. Ranks whose `recv_bytes`
+    /// outputs overlap are refused on every rank. How a group across
+    /// processes x threads gathers its threads' blocks on thread 0, and hands
+    /// results back, without a copy of every thread's on every thread
+    /// (mixed_plane.cpp's alltoall).
+    std::unique_ptr<Pending> start_on_root(const void* send, void* recv, size_t recv_bytes, Shape shape, int root,
+                                           RootWork work);
 
 private:
     /// Joins this rank's next data round with its buffers and `shape`;

@@ -124,11 +124,12 @@ std::unique_ptr<Pending> MixedPlane::start_reduce_scatter(const void* send, void
     return Chain::start(std::move(steps), {sum, blocks});
 }
 
-// Every thread's blocks gathered in its process (on every thread: the
-// in-process plane has no gather, and only thread 0's copy is read),
-// regrouped by the process they go to, exchanged between the processes'
-// threads 0 in one alltoall of threads x threads blocks each, then handed
-// to every thread, which takes the blocks addressed to it in rank order.
+// Thread 0 takes every thread's blocks of its process straight from their
+// inputs, laid out by the process they go to, exchanges them with the
+// other processes' threads 0 in one alltoall of threads x threads blocks
+// each, and puts the blocks addressed to each thread straight into its
+// output, in rank order: thread 0 holds two buffers of threads times its
+// input for the call, the other threads none.
 std::unique_ptr<Pending> MixedPlane::start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) {
     if (link_->processes() == 1) return first_.start_alltoall(send, recv, count, dtype);
     const int64_t n = threads(), processes = link_->processes();
@@ -138,39 +139,36 @@ std::unique_ptr<Pending> MixedPlane::start_alltoall(const void* send, void* recv
                                       std::to_string(n * n * count) + " elements, exceed one MPI count");
     const auto block = static_cast<size_t>(count) * element_size(dtype);
     const auto ranks = static_cast<size_t>(processes * n);
-    const size_t exchanged = ranks * static_cast<size_t>(n) * block;  // every block into or out of a process
-    Bytes gathered = bytes_of(exchanged);  // [thread from][rank to]
-    Bytes outgoing = leads() ? bytes_of(exchanged) : nullptr;  // [process to][thread from][thread to]
-    Bytes incoming = bytes_of(exchanged);  // [process from][thread from][thread to]
     const auto threads_n = static_cast<size_t>(n);
+    const size_t exchanged = ranks * threads_n * block;  // every block into or out of a process
+    Bytes outgoing = leads() ? bytes_of(exchanged) : nullptr;  // [process to][thread from][thread to]
+    Bytes incoming = leads() ? bytes_of(exchanged) : nullptr;  // [process from][thread from][thread to]
+    const local::Shape shape{DataOp::alltoall, count, dtype, 0};
     std::vector<Chain::Step> steps;
-    steps.push_back(Chain::step(
-        [=, this] { return first_.start_allgather(send, gathered->data(), static_cast<int64_t>(ranks) * count, dtype); }));
-    if (leads()) {
-        steps.push_back(Chain::step([=]() -> std::unique_ptr<Pending> {
+    steps.push_back(Chain::step([=, this] {
+        return first_.start_on_root(send, nullptr, 0, shape, 0, [=](auto sends, auto) {
             for (size_t from = 0; from < threads_n; ++from)
                 for (size_t to = 0; to < ranks; ++to) {
                     const size_t process_to = to / threads_n, thread_to = to % threads_n;
                     std::memcpy(outgoing->data() + ((process_to * threads_n + from) * threads_n + thread_to) * block,
-                                gathered->data() + (from * ranks + to) * block, block);
+                                sends[from] + to * block, block);
                 }
-            return nullptr;
-        }));
+        });
+    }));
+    if (leads())
         steps.push_back(across([=, this] {
             return link_->plane_for(DataOp::alltoall, dtype, DDP_OP_SUM, static_cast<int64_t>(exchanged))
                 .start_alltoall(outgoing->data(), incoming->data(), n * n * count, dtype);
         }));
-    }
-    steps.push_back(meet_again(
-        [=, this] { return again_.start_broadcast(incoming->data(), static_cast<int64_t>(exchanged), 0); }));
-    steps.push_back(Chain::step([=, this]() -> std::unique_ptr<Pending> {
-        const auto mine = static_cast<size_t>(thread_);
-        for (size_t from = 0; from < ranks; ++from)
-            std::memcpy(static_cast<std::byte*>(recv) + from * block,
-                        incoming->data() + (from * threads_n + mine) * block, block);
-        return nullptr;
+    steps.push_back(meet_again([=, this] {
+        return again_.start_on_root(nullptr, recv, ranks * block, shape, 0, [=](auto, auto recvs) {
+            for (size_t thread = 0; thread < threads_n; ++thread)
+                for (size_t from = 0; from < ranks; ++from)
+                    std::memcpy(recvs[thread] + from * block, incoming->data() + (from * threads_n + thread) * block,
+                                block);
+        });
     }));
-    return Chain::start(std::move(steps), {gathered, outgoing, incoming});
+    return Chain::start(std::move(steps), {outgoing, incoming});
 }
 
 }  // namespace ddp::mixed

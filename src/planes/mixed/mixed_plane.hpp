@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "planes/host_plane.hpp"
+#include "planes/local/in_process_plane.hpp"
 #include "planes/mixed/chain.hpp"
 #include "planes/mixed/process_link.hpp"
 
@@ -26,7 +27,8 @@ struct Gates {
 class MixedPlane final : public HostPlane {
 public:
     /// `first`, `again`: this thread's in-process planes of the two local groups.
-    MixedPlane(std::shared_ptr<ProcessLink> link, int thread, HostPlane& first, HostPlane& again, Gates& gates)
+    MixedPlane(std::shared_ptr<ProcessLink> link, int thread, local::InProcessPlane& first,
+               local::InProcessPlane& again, Gates& gates)
         : link_(std::move(link)), thread_(thread), first_(first), again_(again), gates_(gates) {}
 
     const char* name() const override { return "mixed"; }
@@ -55,8 +57,8 @@ private:
 
     std::shared_ptr<ProcessLink> link_;
     int thread_;
-    HostPlane& first_;
-    HostPlane& again_;
+    local::InProcessPlane& first_;
+    local::InProcessPlane& again_;
     Gates& gates_;
 };
 

@@ -53,13 +53,18 @@ Lists unflatten(const Words& words) {
     return lists;
 }
 
+/// A local group's own plane (make_local_transports makes that kind).
+local::InProcessPlane& in_process_plane(Transport& local_group) {
+    return dynamic_cast<local::InProcessPlane&>(*local_group.host_planes().front());
+}
+
 class MixedTransport final : public Transport, public ControlChannel {
 public:
     /// `first`, `again`: this thread's transports of the two local groups.
     MixedTransport(std::shared_ptr<mixed::ProcessLink> link, int thread, std::unique_ptr<Transport> first,
                    std::unique_ptr<Transport> again)
         : link_(std::move(link)), thread_(thread), first_(std::move(first)), again_(std::move(again)),
-          plane_(link_, thread, *first_->host_planes().front(), *again_->host_planes().front(), gates_) {}
+          plane_(link_, thread, in_process_plane(*first_), in_process_plane(*again_), gates_) {}
     // Without finalize the control plane whose status this thread gave may
     // be gone already: forgotten without a last look.
     ~MixedTransport() override { link_->forget_status(thread_); }
