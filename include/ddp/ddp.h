@@ -863,8 +863,9 @@ DDP_API ddp_status ddp_shard_indices(int64_t n_items, int32_t rank, int32_t worl
  * make groups of processes x threads again: each color's ranks, ordered by
  * key, must be runs of one process's threads, equally many from each of its
  * processes (a split by thread number, by process, by node); other shapes
- * are refused on every rank (DDP_ERR_UNSUPPORTED). `devices` must be NULL
- * there (not built yet).
+ * are refused on every rank (DDP_ERR_UNSUPPORTED). With `devices`, rank
+ * p x n + i runs NCCL on its process's GPU devices[i], in one NCCL
+ * communicator of P x n ranks (not yet run on GPUs: see docs/local.md).
  *
  * Returns DDP_ERR_INVALID_ARGUMENT (NULL `comms`; `n` outside 1..4096; a
  * negative device id; an options field, or `opts->backend` other than

@@ -73,16 +73,13 @@ std::unique_ptr<Communicator> started_world(const ddp_init_options& opts) {
 // Under an MPI launcher, this process's `size` threads in one group with
 // every other process's: MPI starts whatever this process found wrong, so
 // that every process fails together instead of leaving the others waiting.
-std::vector<std::unique_ptr<Transport>> threads_of_every_process(int size, bool with_devices,
-                                                                 std::optional<Error> refused, double timeout_s,
+std::vector<std::unique_ptr<Transport>> threads_of_every_process(int size, std::optional<Error> refused,
+                                                                 double timeout_s,
                                                                  const PlaneSwitches& switches) {
     std::unique_ptr<Transport> processes = make_mpi_transport(DDP_NO_MPI_COMM, MpiEnds::at_exit);
     ControlChannel& channel = processes->channel();
     std::vector<std::unique_ptr<HostPlane>> in_front;
     try {
-        if (!refused && with_devices)
-            refused = Error(DDP_ERR_UNSUPPORTED, "ddp_init_local under an MPI launcher takes no devices yet (threads "
-                                                 "of several processes on GPUs are not built): pass NULL");
         if (!refused && !channel.allows_concurrent_calls())
             refused = Error(DDP_ERR_UNSUPPORTED, "ddp_init_local under an MPI launcher needs MPI_THREAD_MULTIPLE (its "
                                                  "threads share MPI), and MPI runs at a lower thread level");
@@ -136,7 +133,7 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
     settings.planes.hierarchical = false;
     set_log_threshold(settings.log_threshold);
     std::vector<std::unique_ptr<Transport>> transports =
-        across_processes ? threads_of_every_process(size, !devices.empty(), refused, settings.timeout_s, between_processes)
+        across_processes ? threads_of_every_process(size, refused, settings.timeout_s, between_processes)
                          : make_local_transports(size);
     // Messages and flight recorder files name the group: a process may hold several.
     static std::atomic<int> groups_started{0};
@@ -167,6 +164,11 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
                     if (!timeline_path.empty()) start_timeline(*started[rank], timeline_path);
                 } catch (...) {
                     failures[rank] = std::current_exception();
+                    // A set-up that failed (NCCL's fails on every rank together): the
+                    // rank releases its transport as a world's failed start does, so
+                    // that MPI, where a group across processes started it, still ends.
+                    if (Transport* transport = transports[rank].get())
+                        transport->finalize(all_reach(transport->channel(), failed_start_wait_s));
                 }
             });
     }

@@ -25,9 +25,6 @@ public:
     virtual ControlChannel& channel() = 0;
     /// The transport's own host data planes, best first.
     virtual std::vector<HostPlane*> host_planes() = 0;
-    /// Whether every rank is a thread of this process (ddp_init_local):
-    /// ranks may then share a GPU, and one thread may drive them all.
-    virtual bool ranks_in_one_process() const { return false; }
     /// The ranks passing the same `color` (>= 0), ranked by `key` then by
     /// rank, as a new transport with channels of its own; nullptr on a rank
     /// passing a negative color. `every_rank` is each rank's (color, key),

@@ -484,6 +484,29 @@ TEST(MixedGroupFaults, ASplitWithUnequalThreadsPerProcessIsRefusedOnEveryRank) {
         EXPECT_TRUE(mentions(message, "color 1")) << message;
 }
 
+// With devices each rank sets up NCCL on its process's GPU; where it
+// cannot (no GPU, no NCCL, no CUDA: the machines CI runs on), every rank of
+// every process fails together saying why (tests/gpu's nccl_mixed_np2 shows
+// the set-up itself against the NCCL stand-in).
+TEST(MixedGroupStart, DevicesWithoutAGpuOrNcclFailEveryProcessSayingWhy) {
+    std::vector<ddp_comm*> comms(2, nullptr);
+    const int32_t devices[2] = {0, 0};
+    const auto started = std::chrono::steady_clock::now();
+    const ddp_status status = ddp_init_local(2, devices, nullptr, comms.data());
+    if (status == DDP_OK) {  // a GPU machine: nothing to show here
+        for (ddp_comm* comm : comms) ddp_finalize(comm);
+        GTEST_SKIP() << "this machine has a GPU and NCCL";
+    }
+    const std::string message = ddp_last_error_message();
+    EXPECT_EQ(status, DDP_ERR_UNSUPPORTED) << message;
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+    EXPECT_TRUE(mentions(message, "needs a GPU on every rank") || mentions(message, "libnccl") ||
+                mentions(message, "built without CUDA"))
+        << message;
+    EXPECT_EQ(comms[0], nullptr);
+    EXPECT_EQ(comms[1], nullptr);
+}
+
 TEST(MixedGroupStart, ProcessesStartingDifferentCountsAllFailSayingSo) {
     const int n = process == 0 ? 2 : 3;
     std::vector<ddp_comm*> comms(3, nullptr);

@@ -102,3 +102,18 @@ def test_threads_split_into_groups_of_processes_times_threads():
     for thread, result in enumerate(run_ranks(comms, body)):
         assert not isinstance(result, Exception), result
         assert result == (PROCESS, PROCESSES, sum(p * 2 + thread for p in range(PROCESSES)))
+
+
+def test_devices_without_a_gpu_fail_every_process_saying_why():
+    """With devices each rank sets up NCCL on its process's GPU; without a
+    GPU (CI's machines) every process raises at once, saying why."""
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            pytest.skip("a GPU is here: scripts/gpu-proof runs the device group")
+    except Exception:  # noqa: BLE001 (no CuPy, or no driver: no GPU)
+        pass
+    started = time.monotonic()
+    with pytest.raises(ddp.UnsupportedError, match="GPU|NCCL|nccl|CUDA"):
+        ddp.init_local(2, devices=[0, 0])
+    assert time.monotonic() - started < 20

@@ -34,7 +34,6 @@ public:
     const char* name() const override { return "local"; }
     ControlChannel& channel() override { return *this; }
     std::vector<HostPlane*> host_planes() override { return {&plane_}; }
-    bool ranks_in_one_process() const override { return true; }
 
     int rank() const override { return rank_; }
     int size() const override { return group_->size(); }
