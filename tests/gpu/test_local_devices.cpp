@@ -2,9 +2,11 @@
 // process runs NCCL on its own device (two ranks on one GPU where there is
 // only one: NCCL 2.30 or newer with NCCL_MULTI_RANK_GPU_ENABLE=1), driven by
 // a thread per rank and by one thread through ddp_group_start/end; host
-// buffers go through the in-process plane beside it. Run by
-// scripts/gpu-proof; exits 77 on a machine without a GPU, after showing
-// that the group starts as far as the missing GPU.
+// buffers go through the in-process plane beside it. Under mpirun the
+// threads of every process make one group (rank process x 2 + thread), all
+// in one NCCL communicator. Run by scripts/gpu-proof, alone and under
+// mpirun -np 2; exits 77 on a machine without a GPU, after showing that
+// the group starts as far as the missing GPU.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -23,9 +25,11 @@
 
 namespace {
 
-constexpr int ranks = 2;
+constexpr int ranks = 2;  ///< this process's threads
 std::vector<int32_t> devices;
 std::vector<ddp_comm*> comms(ranks, nullptr);
+int size = ranks;              ///< the group's ranks, in every process
+std::vector<int> group_rank;   ///< each thread's rank in the group
 
 /// `count` floats on `device`, each `value`.
 struct DeviceFloats {
@@ -49,13 +53,13 @@ struct DeviceFloats {
     void* data = nullptr;
 };
 
-/// body(rank) on a thread per rank, each with its rank's device current.
+/// body(thread) on a thread per rank of this process, each with its device current.
 void on_threads(const std::function<void(int)>& body) {
     std::vector<std::jthread> threads;
-    for (int rank = 0; rank < ranks; ++rank)
-        threads.emplace_back([&, rank] {
-            cudaSetDevice(devices[static_cast<size_t>(rank)]);
-            body(rank);
+    for (int thread = 0; thread < ranks; ++thread)
+        threads.emplace_back([&, thread] {
+            cudaSetDevice(devices[static_cast<size_t>(thread)]);
+            body(thread);
         });
 }
 
@@ -68,41 +72,42 @@ TEST(LocalDevices, EachRankRunsNccl) {
 }
 
 TEST(LocalDevices, ThreadsReduceDeviceAndHostBuffers) {
-    on_threads([](int rank) {
-        const DeviceFloats grads(devices[static_cast<size_t>(rank)], 1 << 20, static_cast<float>(rank + 1));
+    on_threads([](int thread) {
+        const int rank = group_rank[static_cast<size_t>(thread)];
+        const DeviceFloats grads(devices[static_cast<size_t>(thread)], 1 << 20, static_cast<float>(rank + 1));
         ddp_tensor t = grads.tensor();
-        ASSERT_EQ(ddp_allreduce_tensor_list(comms[static_cast<size_t>(rank)], &t, 1, DDP_OP_SUM, nullptr), DDP_OK)
+        ASSERT_EQ(ddp_allreduce_tensor_list(comms[static_cast<size_t>(thread)], &t, 1, DDP_OP_SUM, nullptr), DDP_OK)
             << ddp_last_error_message();
-        for (float value : grads.values()) ASSERT_EQ(value, static_cast<float>(ranks * (ranks + 1) / 2));
-        const DeviceFloats params(devices[static_cast<size_t>(rank)], 1000, static_cast<float>(rank));
+        for (float value : grads.values()) ASSERT_EQ(value, static_cast<float>(size * (size + 1) / 2));
+        const DeviceFloats params(devices[static_cast<size_t>(thread)], 1000, static_cast<float>(rank));
         t = params.tensor();
-        ASSERT_EQ(ddp_broadcast_tensor_list(comms[static_cast<size_t>(rank)], &t, 1, ranks - 1, nullptr), DDP_OK)
+        ASSERT_EQ(ddp_broadcast_tensor_list(comms[static_cast<size_t>(thread)], &t, 1, size - 1, nullptr), DDP_OK)
             << ddp_last_error_message();
-        for (float value : params.values()) ASSERT_EQ(value, static_cast<float>(ranks - 1));
+        for (float value : params.values()) ASSERT_EQ(value, static_cast<float>(size - 1));
         std::vector<float> host(5000, static_cast<float>(rank));
         ddp_tensor h{host.data(), 5000, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
-        ASSERT_EQ(ddp_allreduce_tensor_list(comms[static_cast<size_t>(rank)], &h, 1, DDP_OP_AVG, nullptr), DDP_OK)
+        ASSERT_EQ(ddp_allreduce_tensor_list(comms[static_cast<size_t>(thread)], &h, 1, DDP_OP_AVG, nullptr), DDP_OK)
             << ddp_last_error_message();
-        for (float value : host) ASSERT_EQ(value, static_cast<float>(ranks - 1) / 2);
+        for (float value : host) ASSERT_EQ(value, static_cast<float>(size - 1) / 2);
     });
 }
 
 TEST(LocalDevices, OneThreadDrivesEveryRankInAGroup) {
     std::vector<std::unique_ptr<DeviceFloats>> grads;
-    for (int rank = 0; rank < ranks; ++rank)
-        grads.push_back(std::make_unique<DeviceFloats>(devices[static_cast<size_t>(rank)], 300000,
-                                                       static_cast<float>(rank + 1)));
+    for (int thread = 0; thread < ranks; ++thread)
+        grads.push_back(std::make_unique<DeviceFloats>(devices[static_cast<size_t>(thread)], 300000,
+                                                       static_cast<float>(group_rank[static_cast<size_t>(thread)] + 1)));
     for (int step = 0; step < 3; ++step) {
         ASSERT_EQ(ddp_group_start(), DDP_OK);
-        for (int rank = 0; rank < ranks; ++rank) {
-            ddp_tensor t = grads[static_cast<size_t>(rank)]->tensor();
-            ASSERT_EQ(ddp_allreduce_tensor_list(comms[static_cast<size_t>(rank)], &t, 1, DDP_OP_AVG, nullptr), DDP_OK)
+        for (int thread = 0; thread < ranks; ++thread) {
+            ddp_tensor t = grads[static_cast<size_t>(thread)]->tensor();
+            ASSERT_EQ(ddp_allreduce_tensor_list(comms[static_cast<size_t>(thread)], &t, 1, DDP_OP_AVG, nullptr), DDP_OK)
                 << ddp_last_error_message();
         }
         ASSERT_EQ(ddp_group_end(), DDP_OK) << ddp_last_error_message();
     }
     for (const auto& replica : grads)
-        for (float value : replica->values()) ASSERT_EQ(value, static_cast<float>(ranks + 1) / 2);
+        for (float value : replica->values()) ASSERT_EQ(value, static_cast<float>(size + 1) / 2);
 }
 
 }  // namespace
@@ -122,7 +127,16 @@ int main(int argc, char** argv) {
         }
         return 1;
     }
-    std::printf("%d ranks of a local group on cuda:%d and cuda:%d\n", ranks, devices[0], devices[1]);
+    for (ddp_comm* comm : comms) {
+        int32_t rank = 0;
+        ddp_rank(comm, &rank);
+        group_rank.push_back(rank);
+    }
+    int32_t group_size = 0;
+    ddp_size(comms[0], &group_size);
+    size = group_size;
+    std::printf("ranks %d and %d of a group of %d on cuda:%d and cuda:%d\n", group_rank[0], group_rank[1], size,
+                devices[0], devices[1]);
     const int failed = RUN_ALL_TESTS();
     ddp_status finalized = DDP_OK;
     for (ddp_comm* comm : comms)
