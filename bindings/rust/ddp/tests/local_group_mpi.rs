@@ -1,8 +1,9 @@
 //! Threads of every process in one group (run under `mpirun -np N`):
 //! `Comm::init_local(2)` in each process makes ranks process × 2 + thread of
 //! one group across the processes. Collectives, alltoall, splits into groups
-//! of processes × threads (and the shape refused on every rank), and one
-//! thread's bad root failing every rank of every process at once.
+//! of processes × threads (and the shape refused on every rank), one
+//! thread's bad root failing every rank of every process at once, and
+//! devices where no GPU runs NCCL failing every process saying why.
 mod mpi_harness;
 
 use std::time::{Duration, Instant};
@@ -96,6 +97,16 @@ fn a_bad_root_on_one_thread_of_one_process_fails_every_rank_at_once(_: &()) {
     }
 }
 
+fn devices_where_no_gpu_can_run_nccl_fail_every_process_saying_why(_: &()) {
+    // Where a GPU runs it, scripts/gpu-proof tests the group's data.
+    let started = Instant::now();
+    if let Err(error) = Comm::init_local_on(&[0, 0], &InitOptions::default()) {
+        assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
+        assert!(["GPU", "NCCL", "nccl", "CUDA"].iter().any(|word| error.message().contains(word)), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(20), "every process fails at once");
+    }
+}
+
 fn main() {
     let status = mpi_harness::run(
         &(),
@@ -106,6 +117,10 @@ fn main() {
             (
                 "a_bad_root_on_one_thread_of_one_process_fails_every_rank_at_once",
                 a_bad_root_on_one_thread_of_one_process_fails_every_rank_at_once,
+            ),
+            (
+                "devices_where_no_gpu_can_run_nccl_fail_every_process_saying_why",
+                devices_where_no_gpu_can_run_nccl_fail_every_process_saying_why,
             ),
         ],
     );
