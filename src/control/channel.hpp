@@ -77,7 +77,7 @@ public:
     virtual int local_size() const = 0;
     /// How many of the ranks are threads of this process (a local group's,
     /// or this process's part of a group across processes x threads): they
-    /// share its CPUs, may share a GPU, and one thread may drive them all.
+    /// share its CPUs.
     virtual int ranks_in_this_process() const { return 1; }
     /// The smallest rank on this rank's node: equal exactly on the ranks
     /// that share a node, so it serves as the node's color for a split.

@@ -82,7 +82,7 @@ Request start_in_background(Communicator& comm, CollectiveCall call) {
 Request start_collective(Communicator& comm, CollectiveCall call) {
     // Ranks that are threads of one process may be driven by one thread (a
     // group, or async calls in turn): their agreement must not wait on it.
-    const bool on_caller_thread = runs_on_gpu(comm, call) && comm.channel().ranks_in_this_process() == 1;
+    const bool on_caller_thread = runs_on_gpu(comm, call) && !comm.transport().ranks_are_threads();
     return on_caller_thread ? start_on_gpu(comm, call) : start_in_background(comm, std::move(call));
 }
 

@@ -25,7 +25,7 @@ void run_device_data_phase(Communicator& comm, CallContext& context, const Colle
     // GPU and so the caller's stream, where one rank's kernel would wait
     // behind its peer's for ever: each runs on its own stream, and its call
     // ends once the GPU is done (a host wait, held to the deadline).
-    const bool in_process = comm.channel().ranks_in_this_process() > 1;
+    const bool in_process = comm.transport().ranks_are_threads();
     const bool joined = in_process || cuda::is_per_thread(call.stream);
     void* stream = joined ? comm.memory().own_stream() : call.stream;
     if (joined) {

@@ -164,8 +164,10 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
                     if (!timeline_path.empty()) start_timeline(*started[rank], timeline_path);
                 } catch (...) {
                     failures[rank] = std::current_exception();
-                    // A set-up that failed (NCCL's fails on every rank together): the
-                    // rank releases its transport as a world's failed start does, so
+                    // A set-up that failed (make_nccl_plane fails on every rank
+                    // together; a failure of one rank alone waits here up to
+                    // failed_start_wait_s for peers that will not come): the rank
+                    // releases its transport as a world's failed start does, so
                     // that MPI, where a group across processes started it, still ends.
                     if (Transport* transport = transports[rank].get())
                         transport->finalize(all_reach(transport->channel(), failed_start_wait_s));

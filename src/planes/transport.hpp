@@ -25,6 +25,10 @@ public:
     virtual ControlChannel& channel() = 0;
     /// The transport's own host data planes, best first.
     virtual std::vector<HostPlane*> host_planes() = 0;
+    /// Whether its ranks are threads (ddp_init_local, under mpirun or not,
+    /// and their splits): a process's ranks may then share a GPU, and one
+    /// thread may drive them all.
+    virtual bool ranks_are_threads() const { return false; }
     /// The ranks passing the same `color` (>= 0), ranked by `key` then by
     /// rank, as a new transport with channels of its own; nullptr on a rank
     /// passing a negative color. `every_rank` is each rank's (color, key),

@@ -114,6 +114,12 @@ def test_devices_without_a_gpu_fail_every_process_saying_why():
     except Exception:  # noqa: BLE001 (no CuPy, or no driver: no GPU)
         pass
     started = time.monotonic()
-    with pytest.raises(ddp.UnsupportedError, match="GPU|NCCL|nccl|CUDA"):
-        ddp.init_local(2, devices=[0, 0])
-    assert time.monotonic() - started < 20
+    try:
+        comms = ddp.init_local(2, devices=[0, 0])
+    except ddp.UnsupportedError as error:
+        assert any(word in str(error) for word in ("GPU", "NCCL", "nccl", "CUDA")), error
+        assert time.monotonic() - started < 20
+    else:  # a GPU and NCCL here after all
+        for comm in comms:
+            comm.finalize()
+        pytest.skip("a GPU runs NCCL here: scripts/gpu-proof runs the device group")

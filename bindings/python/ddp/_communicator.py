@@ -207,8 +207,8 @@ def init_local(n, timeout=None, log_to_python=True, devices=None):
     backend does (ranks sharing a GPU need NCCL 2.30 or newer with
     NCCL_MULTI_RANK_GPU_ENABLE=1); UnsupportedError says why where it cannot.
     Under mpirun every process's n threads are ranks of one group across
-    the processes (rank = MPI rank x n + i; host arrays, no alltoall or
-    split yet)."""
+    the processes (rank = MPI rank x n + i), devices[i] being each process's
+    GPU for its thread i."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"n: expected an int (the number of ranks), got {type(n).__name__}")
     options = _ffi.ddp_init_options()

@@ -34,6 +34,7 @@ public:
     const char* name() const override { return "local"; }
     ControlChannel& channel() override { return *this; }
     std::vector<HostPlane*> host_planes() override { return {&plane_}; }
+    bool ranks_are_threads() const override { return true; }
 
     int rank() const override { return rank_; }
     int size() const override { return group_->size(); }

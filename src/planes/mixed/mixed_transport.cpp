@@ -72,6 +72,7 @@ public:
     const char* name() const override { return "local+mpi"; }
     ControlChannel& channel() override { return *this; }
     std::vector<HostPlane*> host_planes() override { return {&plane_}; }
+    bool ranks_are_threads() const override { return true; }
 
     int rank() const override { return link_->process() * threads() + thread_; }
     int size() const override { return link_->processes() * threads(); }
