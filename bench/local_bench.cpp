@@ -3,7 +3,9 @@
 // allreduce_bench's "sizes" section times the shared-memory plane across
 // processes (a barrier, calls moving about 16 MiB, the median of the runs),
 // beside a memcpy of the same bytes; bench/run-local puts the two side by side.
-//   local_bench RANKS RUNS CSV   (appends rows as allreduce_bench's)
+// With "alltoall" it times ddp_alltoall_tensor_list of the buffer instead
+// (each rank's blocks to every rank; under mpirun, of processes x threads).
+//   local_bench RANKS RUNS CSV [alltoall]   (appends rows as allreduce_bench's)
 #define DDP_EXPERIMENTAL_API
 #include <ddp/ddp.h>
 
@@ -37,8 +39,9 @@ void must(ddp_status status, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 4) {
-        std::fprintf(stderr, "usage: %s RANKS RUNS CSV\n", argv[0]);
+    const bool alltoall = argc == 5 && std::string(argv[4]) == "alltoall";
+    if (argc != 4 && !alltoall) {
+        std::fprintf(stderr, "usage: %s RANKS RUNS CSV [alltoall]\n", argv[0]);
         return 2;
     }
     const int ranks = std::atoi(argv[1]), runs = std::atoi(argv[2]);
@@ -49,27 +52,35 @@ int main(int argc, char** argv) {
     }
     std::vector<ddp_comm*> comms(static_cast<size_t>(ranks));
     must(ddp_init_local(ranks, nullptr, nullptr, comms.data()), "ddp_init_local");
-    const std::string label = "local/" + std::to_string(ranks) + " threads";
+    int32_t group_size = 0;
+    must(ddp_size(comms[0], &group_size), "ddp_size");
+    const std::string label = "local/" + std::to_string(ranks) + " threads" + (alltoall ? " alltoall" : "");
     for (int64_t bytes = 4096; bytes <= (int64_t{256} << 20); bytes *= 4) {
-        const auto floats = static_cast<size_t>(bytes) / sizeof(float);
+        // An alltoall's buffer is one block per rank of the group.
+        const auto floats = static_cast<size_t>(bytes) / sizeof(float) / static_cast<size_t>(group_size) *
+                            static_cast<size_t>(group_size);
         const int calls = static_cast<int>(std::clamp<int64_t>((int64_t{16} << 20) / bytes, 1, 1000));
         std::vector<double> libddp, copying;
         std::barrier<> together(ranks);
         std::vector<std::jthread> threads;
         for (int rank = 0; rank < ranks; ++rank)
             threads.emplace_back([&, rank] {
-                std::vector<float> data(floats, 1.0f), copy(floats);
+                std::vector<float> data(floats, 1.0f), copy(floats), received(alltoall ? floats : 0);
                 ddp_tensor tensor{data.data(), static_cast<int64_t>(floats), DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
+                ddp_tensor output{received.data(), static_cast<int64_t>(received.size()), DDP_DTYPE_F32,
+                                  DDP_DEVICE_CPU, 0, 0};
                 ddp_comm* comm = comms[static_cast<size_t>(rank)];
                 for (int run = 0; run < runs + 2; ++run) {  // the first 2 warm up
                     must(ddp_barrier(comm, nullptr), "ddp_barrier");
                     auto start = std::chrono::steady_clock::now();
                     for (int i = 0; i < calls; ++i)
-                        must(ddp_allreduce_tensor_list(comm, &tensor, 1, DDP_OP_SUM, nullptr), "allreduce");
+                        must(alltoall ? ddp_alltoall_tensor_list(comm, &tensor, &output, 1, nullptr)
+                                      : ddp_allreduce_tensor_list(comm, &tensor, 1, DDP_OP_SUM, nullptr),
+                             alltoall ? "alltoall" : "allreduce");
                     const double reduced = seconds_since(start) / calls;
                     together.arrive_and_wait();  // every rank copies at once, as every rank reduced
                     start = std::chrono::steady_clock::now();
-                    for (int i = 0; i < calls; ++i) std::memcpy(copy.data(), data.data(), static_cast<size_t>(bytes));
+                    for (int i = 0; i < calls; ++i) std::memcpy(copy.data(), data.data(), floats * sizeof(float));
                     const double copied = seconds_since(start) / calls;
                     if (rank == 0 && run >= 2) libddp.push_back(reduced), copying.push_back(copied);
                 }
