@@ -32,7 +32,7 @@ CollectiveCall checked_call(const Communicator& comm, CollectiveKind kind, const
     if (takes.writes_list) check_no_overlap(call.tensors, takes.list_name);
     if (takes.outputs != Sharding::none)
         call.outputs = checked_outputs(call.tensors, arguments.outputs, takes.outputs, comm.channel().size(),
-                                       comm.channel().rank());
+                                       comm.channel().rank(), kind_name(static_cast<uint64_t>(kind)));
     if (takes.op) call.op = checked_op(arguments.op, call.tensors);
     if (takes.root) call.root = checked_root(arguments.root, comm.channel().size());
     if (takes.scalars) {

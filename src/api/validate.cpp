@@ -150,7 +150,8 @@ void check_no_overlap(std::span<const ddp_tensor> tensors, const char* what) {
 namespace {
 
 // The count inputs[i] needs its output to have, or why it has none.
-int64_t expected_output_count(const ddp_tensor& input, size_t i, Sharding sharding, int size) {
+int64_t expected_output_count(const ddp_tensor& input, size_t i, Sharding sharding, int size,
+                              const std::string& collective) {
     if (sharding == Sharding::gather) {
         if (input.count > std::numeric_limits<int64_t>::max() / 8 / size)
             fail(DDP_ERR_INVALID_ARGUMENT, tensor_name("inputs", i) + ".count " + std::to_string(input.count) +
@@ -162,23 +163,22 @@ int64_t expected_output_count(const ddp_tensor& input, size_t i, Sharding shardi
     if (input.count % size != 0)
         fail(DDP_ERR_INVALID_ARGUMENT,
              tensor_name("inputs", i) + ".count is " + std::to_string(input.count) + ", not a multiple of the " +
-                 std::to_string(size) + " ranks " + (scatter ? "reduce_scatter shares it between (each rank gets an "
-                                                               "equal shard: "
-                                                             : "alltoall sends its blocks to (each rank gets an equal "
-                                                               "block: ") +
+                 std::to_string(size) + " ranks " + collective +
+                 (scatter ? " shares it between (each rank gets an equal shard: "
+                          : " sends its blocks to (each rank gets an equal block: ") +
                  "pad it to " + std::to_string((input.count / size + 1) * size) + " elements)");
     if (input.count / size > max_shard_elements)
-        fail(DDP_ERR_UNSUPPORTED, tensor_name("inputs", i) + ": " + (scatter ? "a reduce_scatter shard" : "an alltoall block") +
-                                      " of " + std::to_string(input.count / size) + " elements is more than this version "
+        fail(DDP_ERR_UNSUPPORTED, tensor_name("inputs", i) + ": " + (scatter ? "a " : "an ") + collective +
+                                      (scatter ? " shard" : " block") + " of " + std::to_string(input.count / size) + " elements is more than this version "
                                       "moves in one step (" + std::to_string(max_shard_elements) +
                                       "); split the tensor");
     return scatter ? input.count / size : input.count;
 }
 
-// Refuses an input that overlaps an output, but for an allgather input
+// Refuses an input that overlaps an output, but for a gathered input
 // that is exactly its own block of its own output.
 void check_inputs_apart(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, Sharding sharding,
-                        int rank) {
+                        int rank, const std::string& collective) {
     std::vector<Extent> extents;  // the outputs', disjoint (checked before)
     for (size_t i = 0; i < outputs.size(); ++i) {
         if (outputs[i].count == 0) continue;
@@ -200,21 +200,17 @@ void check_inputs_apart(std::span<const ddp_tensor> inputs, std::span<const ddp_
         fail(DDP_ERR_INVALID_ARGUMENT,
              tensor_name("inputs", i) + " overlaps " + tensor_name("outputs", output.index) + " in memory; " +
                  (sharding == Sharding::gather
-                      ? "an allgather input may only be its own rank's block of its output (in place)"
-                      : std::string(sharding == Sharding::scatter ? "reduce_scatter" : "alltoall") +
-                            "'s inputs and outputs must be apart"));
+                      ? "an " + collective + " input may only be its own rank's block of its output (in place)"
+                      : collective + "'s inputs and outputs must be apart"));
     }
 }
 
 }  // namespace
 
 std::span<const ddp_tensor> checked_outputs(std::span<const ddp_tensor> inputs, const ddp_tensor* outputs,
-                                            Sharding sharding, int size, int rank) {
+                                            Sharding sharding, int size, int rank, const char* collective) {
     const std::span<const ddp_tensor> list =
         checked_tensor_list(outputs, static_cast<int64_t>(inputs.size()), "outputs");
-    const char* collective = sharding == Sharding::gather    ? "allgather"
-                             : sharding == Sharding::scatter ? "reduce_scatter"
-                                                             : "alltoall";
     for (size_t i = 0; i < list.size(); ++i) {
         const ddp_tensor &input = inputs[i], &output = list[i];
         if (output.dtype != input.dtype)
@@ -225,7 +221,7 @@ std::span<const ddp_tensor> checked_outputs(std::span<const ddp_tensor> inputs, 
             fail(DDP_ERR_INVALID_ARGUMENT,
                  tensor_name("outputs", i) + " is in " + (output.device_type == DDP_DEVICE_CUDA ? "device" : "host") +
                      " memory but " + tensor_name("inputs", i) + " is not; both lists are in one kind of memory");
-        const int64_t expected = expected_output_count(input, i, sharding, size);
+        const int64_t expected = expected_output_count(input, i, sharding, size, collective);
         if (output.count != expected)
             fail(DDP_ERR_INVALID_ARGUMENT,
                  tensor_name("outputs", i) + ".count is " + std::to_string(output.count) + " but " + collective +
@@ -236,7 +232,7 @@ std::span<const ddp_tensor> checked_outputs(std::span<const ddp_tensor> inputs, 
                      std::to_string(expected));
     }
     check_no_overlap(list, "outputs");
-    check_inputs_apart(inputs, list, sharding, rank);
+    check_inputs_apart(inputs, list, sharding, rank, collective);
     return list;
 }
 

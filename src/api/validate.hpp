@@ -48,14 +48,15 @@ int32_t checked_root(int32_t root, int size);
 /// O(n log n) otherwise.
 void check_no_overlap(std::span<const ddp_tensor> tensors, const char* what);
 
-/// allgather's or reduce_scatter's outputs for the checked `inputs`: one
-/// per input, of its dtype and memory, sized as `sharding` says for `size`
-/// ranks, and writable: overlapping no other output and no input, except
-/// that an allgather input may be exactly its own block of its output
-/// (rank × its bytes in: in place). A reduce_scatter input whose count is
-/// not a multiple of `size` is refused naming the tensor.
+/// The outputs of `collective` (its name, for messages) for the checked
+/// `inputs`: one per input, of its dtype and memory, sized as `sharding`
+/// says for `size` ranks, and writable: overlapping no other output and no
+/// input, except that a gathered input may be exactly its own block of its
+/// output (rank × its bytes in: in place). An input that a scatter or an
+/// exchange cuts into `size` parts must be a multiple of `size`; it is
+/// refused naming the tensor.
 std::span<const ddp_tensor> checked_outputs(std::span<const ddp_tensor> inputs, const ddp_tensor* outputs,
-                                            Sharding sharding, int size, int rank);
+                                            Sharding sharding, int size, int rank, const char* collective);
 
 /// The sizes of an options struct's released layouts, oldest first: the
 /// struct_size values a caller may pass. Fields after the caller's layout

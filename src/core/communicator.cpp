@@ -98,8 +98,7 @@ void Communicator::stop_taking_part() {
 void Communicator::release(bool peers_present) {
     trace_.timeline.stop();  // before the transport goes: the file is complete
     if (device_plane_) device_plane_->finalize(peers_present);  // NCCL before the MPI it was set up over
-    for (const auto& plane : planes_in_front_) plane->finalize(peers_present);
-    transport_->finalize(peers_present);
+    finalize_in_front_then(planes_in_front_, *transport_, peers_present);
 }
 
 void Communicator::finalize(std::span<Communicator* const> subs) {

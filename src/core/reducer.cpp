@@ -256,7 +256,6 @@ void Reducer::wait(std::optional<std::string_view> failure) {
     open_step();
     try {
         start_buckets(true);  // unmarked ones too: no peer may wait for ever
-        ControlPlane& control = comm_.control();
         const double divisor = avg_divisor(comm_, op_);
         for (size_t b = 0; b < buckets_.size(); ++b) {
             Bucket& bucket = buckets_[b];

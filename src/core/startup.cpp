@@ -96,7 +96,7 @@ std::vector<std::unique_ptr<Transport>> threads_of_every_process(int size, std::
                          std::to_string(channel.rank()) + " but " + std::to_string(every_process[process].at(0)) +
                          " in MPI rank " + std::to_string(process) + ": every process must start as many ranks");
         // Between the processes, the planes their world would have in front of MPI.
-        in_front = make_planes_in_front(*processes, switches, deadline_after(timeout_s));
+        in_front = make_planes_between_processes(*processes, switches, deadline_after(timeout_s));
     } catch (const Error&) {
         processes->finalize(all_reach(channel, failed_start_wait_s));
         throw;
@@ -122,19 +122,14 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
         if (!across_processes) throw;
         if (!refused) refused = error;
     }
-    // The in-process plane moves the data: no segment between threads, no
-    // nodes. Between processes, shared memory where the user allows it; not
-    // the hierarchical plane, which starts its node stages' pieces as it is
-    // tested, where a process's threads may test their chains in another
-    // order than another process's threads (chain.hpp's Gate orders starts).
-    PlaneSwitches between_processes = settings.planes;
-    between_processes.hierarchical = false;
+    set_log_threshold(settings.log_threshold);
+    // Between processes, the planes the user allows (make_planes_between_processes).
+    std::vector<std::unique_ptr<Transport>> transports =
+        across_processes ? threads_of_every_process(size, refused, settings.timeout_s, settings.planes)
+                         : make_local_transports(size);
+    // Between threads the in-process plane moves the data: no segment, no nodes.
     settings.planes.shm.on = false;
     settings.planes.hierarchical = false;
-    set_log_threshold(settings.log_threshold);
-    std::vector<std::unique_ptr<Transport>> transports =
-        across_processes ? threads_of_every_process(size, refused, settings.timeout_s, between_processes)
-                         : make_local_transports(size);
     // Messages and flight recorder files name the group: a process may hold several.
     static std::atomic<int> groups_started{0};
     const std::string name = "local group " + std::to_string(++groups_started);

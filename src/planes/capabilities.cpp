@@ -1,17 +1,13 @@
 #include "planes/capabilities.hpp"
 
+#include <string>
+
+#include "util/error.hpp"
+
 namespace ddp {
 
-const char* data_op_name(DataOp op) {
-    switch (op) {
-    case DataOp::allreduce: return "allreduce";
-    case DataOp::reduce: return "reduce";
-    case DataOp::broadcast: return "broadcast";
-    case DataOp::allgather: return "allgather";
-    case DataOp::reduce_scatter: return "reduce_scatter";
-    case DataOp::alltoall: return "alltoall";
-    }
-    return "an unknown operation";
+void lacks(const char* plane, DataOp op) {
+    fail(DDP_ERR_UNSUPPORTED, std::string("the ") + plane + " plane does not support " + data_op_name(op));
 }
 
 bool reduces(DataOp op) { return op == DataOp::allreduce || op == DataOp::reduce || op == DataOp::reduce_scatter; }

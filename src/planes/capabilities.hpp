@@ -19,7 +19,17 @@ namespace ddp {
 enum class DataOp { allreduce, reduce, broadcast, allgather, reduce_scatter, alltoall };
 
 /// "allreduce", ... for messages.
-const char* data_op_name(DataOp op);
+constexpr const char* data_op_name(DataOp op) {
+    switch (op) {
+    case DataOp::allreduce: return "allreduce";
+    case DataOp::reduce: return "reduce";
+    case DataOp::broadcast: return "broadcast";
+    case DataOp::allgather: return "allgather";
+    case DataOp::reduce_scatter: return "reduce_scatter";
+    case DataOp::alltoall: return "alltoall";
+    }
+    return "an unknown operation";
+}
 
 /// Whether `op` combines the ranks' values (and so is asked with a reduction).
 bool reduces(DataOp op);
@@ -76,6 +86,11 @@ struct Capability {
     Memory memory = Memory::host;
     int64_t min_bytes = 0;
 };
+
+/// Refuses `op` on the plane named `plane` (DDP_ERR_UNSUPPORTED): what a
+/// plane lacks, it says (c10d's model). Its table claims only what it
+/// implements, so this is reached only by a table that claims too much.
+[[noreturn]] void lacks(const char* plane, DataOp op);
 
 /// Whether a row of `table` covers the step.
 bool covers(std::span<const Capability> table, DataOp op, ddp_dtype dtype, ddp_op reduction, Memory memory,

@@ -6,7 +6,7 @@
 // planes instead (core/staged_collectives.cpp): the last entry of the
 // device priority list. Like a host plane it lists what it implements in a
 // table (planes/capabilities.hpp); an operation it lacks says
-// DDP_ERR_UNSUPPORTED.
+// DDP_ERR_UNSUPPORTED (`lacks`).
 #pragma once
 
 #include <functional>
@@ -45,20 +45,33 @@ public:
     /// Each enqueues one collective over the whole list on `stream` and
     /// returns; `deadline` bounds the enqueueing itself. AVG is SUM, then
     /// a division by the communicator's size on the GPU.
-    virtual void allreduce(std::span<const ddp_tensor> tensors, ddp_op op, void* stream, Clock::time_point deadline);
-    virtual void reduce(std::span<const ddp_tensor> tensors, ddp_op op, int root, void* stream,
-                        Clock::time_point deadline);
-    virtual void broadcast(std::span<const ddp_tensor> tensors, int root, void* stream, Clock::time_point deadline);
+    virtual void allreduce(std::span<const ddp_tensor> /*tensors*/, ddp_op, void* /*stream*/, Clock::time_point) {
+        lacks(name(), DataOp::allreduce);
+    }
+    virtual void reduce(std::span<const ddp_tensor> /*tensors*/, ddp_op, int /*root*/, void* /*stream*/,
+                        Clock::time_point) {
+        lacks(name(), DataOp::reduce);
+    }
+    virtual void broadcast(std::span<const ddp_tensor> /*tensors*/, int /*root*/, void* /*stream*/,
+                           Clock::time_point) {
+        lacks(name(), DataOp::broadcast);
+    }
     /// outputs[i] gets every rank's inputs[i], in rank order.
-    virtual void allgather(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, void* stream,
-                           Clock::time_point deadline);
+    virtual void allgather(std::span<const ddp_tensor> /*inputs*/, std::span<const ddp_tensor> /*outputs*/,
+                           void* /*stream*/, Clock::time_point) {
+        lacks(name(), DataOp::allgather);
+    }
     /// outputs[i] gets this rank's shard of the reduction of inputs[i].
-    virtual void reduce_scatter(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, ddp_op op,
-                                void* stream, Clock::time_point deadline);
+    virtual void reduce_scatter(std::span<const ddp_tensor> /*inputs*/, std::span<const ddp_tensor> /*outputs*/,
+                                ddp_op, void* /*stream*/, Clock::time_point) {
+        lacks(name(), DataOp::reduce_scatter);
+    }
     /// outputs[i] gets block r of every rank r's inputs[i], where block j
     /// of inputs[i] is its j-th of `size` equal parts.
-    virtual void alltoall(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, void* stream,
-                          Clock::time_point deadline);
+    virtual void alltoall(std::span<const ddp_tensor> /*inputs*/, std::span<const ddp_tensor> /*outputs*/,
+                          void* /*stream*/, Clock::time_point) {
+        lacks(name(), DataOp::alltoall);
+    }
 
     /// Hands the work enqueued on `stream` so far to the watchdog, which
     /// holds it to `deadline` (naming it `what` in errors) and calls `end`

@@ -4,8 +4,9 @@
 // (planes/capabilities.hpp); the communicator's priority list
 // (planes/plane_list.hpp) gives each step to the first plane whose table
 // covers it. An operation a plane lacks says DDP_ERR_UNSUPPORTED (c10d's
-// model), so a new collective is added to the planes that can run it and a
-// new plane implements only what it can do.
+// model, planes/capabilities.hpp's `lacks`), so a new collective is added
+// to the planes that can run it and a new plane implements only what it
+// can do.
 #pragma once
 
 #include <cstddef>
@@ -43,7 +44,9 @@ public:
 
     // Each returns nullptr when the operation finished at once.
     /// In-place allreduce.
-    virtual std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op);
+    virtual std::unique_ptr<Pending> start_allreduce(void* /*data*/, int64_t /*count*/, ddp_dtype, ddp_op) {
+        lacks(name(), DataOp::allreduce);
+    }
     /// Whether start_allreduce_pieces runs here: a plane that copies
     /// through buffers of its own anyway (shm) gathers the members of a
     /// fused step while copying in and scatters while copying out, which
@@ -51,24 +54,38 @@ public:
     virtual bool gathers_pieces() const { return false; }
     /// In-place allreduce of `count` elements lying in `pieces`, back to
     /// back as if one buffer. The plane keeps its own copy of the list.
-    virtual std::unique_ptr<Pending> start_allreduce_pieces(std::span<const Piece> pieces, int64_t count,
-                                                            ddp_dtype dtype, ddp_op op);
+    virtual std::unique_ptr<Pending> start_allreduce_pieces(std::span<const Piece> /*pieces*/, int64_t /*count*/,
+                                                            ddp_dtype, ddp_op) {
+        lacks(name(), DataOp::allreduce);
+    }
     /// In-place reduce into root's buffer; other ranks' buffers are unchanged.
-    virtual std::unique_ptr<Pending> start_reduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op, int root);
-    virtual std::unique_ptr<Pending> start_broadcast(void* data, int64_t bytes, int root);
+    virtual std::unique_ptr<Pending> start_reduce(void* /*data*/, int64_t /*count*/, ddp_dtype, ddp_op, int /*root*/) {
+        lacks(name(), DataOp::reduce);
+    }
+    virtual std::unique_ptr<Pending> start_broadcast(void* /*data*/, int64_t /*bytes*/, int /*root*/) {
+        lacks(name(), DataOp::broadcast);
+    }
     /// Every rank's `count` elements of `send`, in rank order, into `recv`
     /// (size × count elements). `send` may be recv + rank × count (in
     /// place); otherwise the two do not overlap.
-    virtual std::unique_ptr<Pending> start_allgather(const void* send, void* recv, int64_t count, ddp_dtype dtype);
+    virtual std::unique_ptr<Pending> start_allgather(const void* /*send*/, void* /*recv*/, int64_t /*count*/,
+                                                     ddp_dtype) {
+        lacks(name(), DataOp::allgather);
+    }
     /// Reduces every rank's `send` (size × count elements) with `op` and
     /// leaves block rank of the result, `count` elements, in `recv`. The
     /// buffers do not overlap.
-    virtual std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count,
-                                                          ddp_dtype dtype, ddp_op op);
+    virtual std::unique_ptr<Pending> start_reduce_scatter(const void* /*send*/, void* /*recv*/, int64_t /*count*/,
+                                                          ddp_dtype, ddp_op) {
+        lacks(name(), DataOp::reduce_scatter);
+    }
     /// Sends block j of `send` (size × count elements, `count` per block)
     /// to rank j and receives rank r's block for this rank into block r of
     /// `recv` (size × count elements). The buffers do not overlap.
-    virtual std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype);
+    virtual std::unique_ptr<Pending> start_alltoall(const void* /*send*/, void* /*recv*/, int64_t /*count*/,
+                                                    ddp_dtype) {
+        lacks(name(), DataOp::alltoall);
+    }
 
     /// A faster route for agreement's rounds between this plane's ranks
     /// than the control channel, if it has one (it lives as long as the plane).

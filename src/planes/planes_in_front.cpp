@@ -39,6 +39,20 @@ std::vector<std::unique_ptr<HostPlane>> make_planes_in_front(Transport& transpor
     return planes;
 }
 
+std::vector<std::unique_ptr<HostPlane>> make_planes_between_processes(Transport& processes,
+                                                                      const PlaneSwitches& switches,
+                                                                      Clock::time_point deadline) {
+    PlaneSwitches between = switches;
+    between.hierarchical = false;
+    return make_planes_in_front(processes, between, deadline);
+}
+
+void finalize_in_front_then(const std::vector<std::unique_ptr<HostPlane>>& in_front, Transport& transport,
+                            bool peers_present) {
+    for (const auto& plane : in_front) plane->finalize(peers_present);
+    transport.finalize(peers_present);
+}
+
 std::vector<HostPlane*> in_priority_order(const std::vector<std::unique_ptr<HostPlane>>& in_front,
                                           Transport& transport) {
     std::vector<HostPlane*> planes;

@@ -31,6 +31,21 @@ PlaneSwitches plane_switches_from_environment();
 std::vector<std::unique_ptr<HostPlane>> make_planes_in_front(Transport& transport, const PlaneSwitches& switches,
                                                              Clock::time_point deadline);
 
+/// The planes in front between the processes of a group across processes x
+/// threads (thread 0 of each carries its threads' part): as for a world,
+/// but never the hierarchical plane, which starts its node stages' pieces
+/// as it is tested, where one process's threads may test their chains in
+/// another order than another process's (planes/mixed/chain.hpp's gates
+/// order starts, not tests).
+std::vector<std::unique_ptr<HostPlane>> make_planes_between_processes(Transport& processes,
+                                                                      const PlaneSwitches& switches,
+                                                                      Clock::time_point deadline);
+
+/// Ends the planes in front, then the transport they were made over (which
+/// they may still use as they end); `peers_present` as Transport::finalize.
+void finalize_in_front_then(const std::vector<std::unique_ptr<HostPlane>>& in_front, Transport& transport,
+                            bool peers_present);
+
 /// The priority list of host planes: those in front, then the transport's.
 std::vector<HostPlane*> in_priority_order(const std::vector<std::unique_ptr<HostPlane>>& in_front,
                                           Transport& transport);

@@ -59,7 +59,7 @@ std::vector<std::unique_ptr<Transport>> make_local_transports(int size, int firs
 /// memory, one thread of each process carries their part to the other
 /// processes over `processes` (an mpi transport at MPI_THREAD_MULTIPLE)
 /// and `in_front`, the planes in front of it made with `switches`
-/// (make_planes_in_front). Every process must pass the same `threads` (the
+/// (make_planes_between_processes). Every process must pass the same `threads` (the
 /// caller checks).
 std::vector<std::unique_ptr<Transport>> make_mixed_transports(std::unique_ptr<Transport> processes,
                                                               std::vector<std::unique_ptr<HostPlane>> in_front,

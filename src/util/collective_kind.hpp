@@ -25,6 +25,30 @@ enum class CollectiveKind : uint64_t {
     alltoall = 14,
 };
 
+/// What is known of every kind, once, next to its number: a new kind is
+/// one value above and one row here.
+struct KindFacts {
+    CollectiveKind kind;
+    const char* name;
+    bool reportable;  ///< a binding may report a call of it invalid (ddp_report_invalid_call)
+};
+inline constexpr KindFacts kind_facts[] = {
+    {CollectiveKind::allreduce, "allreduce", true},
+    {CollectiveKind::broadcast, "broadcast", true},
+    {CollectiveKind::reduce, "reduce", true},
+    {CollectiveKind::sync_optimizer_state, "sync_optimizer_state", true},
+    {CollectiveKind::check_replicas, "check_replicas", true},
+    {CollectiveKind::barrier, "barrier", true},
+    {CollectiveKind::reducer_create, "reducer_create", true},
+    {CollectiveKind::reducer_step, "reducer step", false},
+    {CollectiveKind::timeline_start, "timeline_start", false},
+    {CollectiveKind::allgather, "allgather", true},
+    {CollectiveKind::reduce_scatter, "reduce_scatter", true},
+    {CollectiveKind::comm_split, "comm_split", true},
+    {CollectiveKind::comm_split_node, "comm_split_node", true},
+    {CollectiveKind::alltoall, "alltoall", true},
+};
+
 /// "allreduce", ...; "an unknown collective" for other values.
 const char* kind_name(uint64_t kind);
 

@@ -70,7 +70,7 @@ void allgather_on_device(Communicator&, CallContext& context, const CollectiveCa
 
 }  // namespace
 
-const CollectiveRules allgather_rules{
+extern const CollectiveRules allgather_rules{
     .takes = {.list_name = "inputs", .writes_list = false, .outputs = Sharding::gather},
     .host = allgather_on_host,
     .device_op = DataOp::allgather,

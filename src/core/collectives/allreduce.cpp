@@ -68,7 +68,7 @@ void allreduce_in_agreement(Communicator& comm, CallContext& context, const Coll
 
 }  // namespace
 
-const CollectiveRules allreduce_rules{
+extern const CollectiveRules allreduce_rules{
     .takes = {.op = true},
     .host = allreduce_on_host,
     .device_op = DataOp::allreduce,

@@ -64,7 +64,7 @@ void alltoall_on_device(Communicator&, CallContext& context, const CollectiveCal
 
 }  // namespace
 
-const CollectiveRules alltoall_rules{
+extern const CollectiveRules alltoall_rules{
     .takes = {.list_name = "inputs", .writes_list = false, .outputs = Sharding::exchange},
     .host = alltoall_on_host,
     .device_op = DataOp::alltoall,

@@ -27,7 +27,7 @@ void broadcast_on_device(Communicator&, CallContext& context, const CollectiveCa
 
 Crossing from_root(const CollectiveCall& call, int rank) { return {rank == call.root, rank != call.root}; }
 
-const CollectiveRules broadcast_rules{
+extern const CollectiveRules broadcast_rules{
     .takes = {.root = true},
     .host = broadcast_on_host,
     .device_op = DataOp::broadcast,

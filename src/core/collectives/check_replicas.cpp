@@ -41,7 +41,7 @@ Crossing reads_only(const CollectiveCall&, int) { return {true, false}; }
 
 }  // namespace
 
-const CollectiveRules check_replicas_rules{
+extern const CollectiveRules check_replicas_rules{
     .takes = {.writes_list = false},
     .host = compare_replicas,
     .planned = false,

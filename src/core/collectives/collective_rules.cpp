@@ -6,19 +6,41 @@
 
 namespace ddp {
 
+// Each defined in this folder's file of the same name; a new collective is
+// its file, one line here and one row below.
+extern const CollectiveRules allreduce_rules;
+extern const CollectiveRules reduce_rules;
+extern const CollectiveRules broadcast_rules;
+extern const CollectiveRules sync_optimizer_state_rules;
+extern const CollectiveRules check_replicas_rules;
+extern const CollectiveRules barrier_rules;
+extern const CollectiveRules allgather_rules;
+extern const CollectiveRules reduce_scatter_rules;
+extern const CollectiveRules alltoall_rules;
+
+namespace {
+
+struct KindRules {
+    CollectiveKind kind;
+    const CollectiveRules& rules;
+};
+const KindRules every_rules[] = {
+    {CollectiveKind::allreduce, allreduce_rules},
+    {CollectiveKind::reduce, reduce_rules},
+    {CollectiveKind::broadcast, broadcast_rules},
+    {CollectiveKind::sync_optimizer_state, sync_optimizer_state_rules},
+    {CollectiveKind::check_replicas, check_replicas_rules},
+    {CollectiveKind::barrier, barrier_rules},
+    {CollectiveKind::allgather, allgather_rules},
+    {CollectiveKind::reduce_scatter, reduce_scatter_rules},
+    {CollectiveKind::alltoall, alltoall_rules},
+};
+
+}  // namespace
+
 const CollectiveRules& rules_for(CollectiveKind kind) {
-    switch (kind) {
-    case CollectiveKind::allreduce: return allreduce_rules;
-    case CollectiveKind::reduce: return reduce_rules;
-    case CollectiveKind::broadcast: return broadcast_rules;
-    case CollectiveKind::sync_optimizer_state: return sync_optimizer_state_rules;
-    case CollectiveKind::check_replicas: return check_replicas_rules;
-    case CollectiveKind::barrier: return barrier_rules;
-    case CollectiveKind::allgather: return allgather_rules;
-    case CollectiveKind::reduce_scatter: return reduce_scatter_rules;
-    case CollectiveKind::alltoall: return alltoall_rules;
-    default: break;
-    }
+    for (const KindRules& row : every_rules)
+        if (row.kind == kind) return row.rules;
     fail(DDP_ERR_INTERNAL, std::string(kind_name(static_cast<uint64_t>(kind))) + " has no collective rules");
 }
 

@@ -1,6 +1,7 @@
 // What each collective does once every rank has agreed on the call: one
 // file per collective in this folder (Gloo's layout), each defining its
-// rules; core/collectives.cpp runs any of them the same way (numbering,
+// rules (`extern const CollectiveRules name_rules{...}`, listed by kind in
+// collective_rules.cpp); core/collectives.cpp runs any of them the same way (numbering,
 // agreement, deadline, staging). A collective that has no device form is
 // staged through host memory; one a plane lacks is refused by that plane.
 #pragma once
@@ -47,17 +48,6 @@ struct CollectiveRules {
 /// The rules of a collective run through run_collective (not the reducer,
 /// the splits or timeline_start, which run their own calls).
 const CollectiveRules& rules_for(CollectiveKind kind);
-
-// Each defined in this folder's file of the same name.
-extern const CollectiveRules allreduce_rules;
-extern const CollectiveRules reduce_rules;
-extern const CollectiveRules broadcast_rules;
-extern const CollectiveRules sync_optimizer_state_rules;
-extern const CollectiveRules check_replicas_rules;
-extern const CollectiveRules barrier_rules;
-extern const CollectiveRules allgather_rules;
-extern const CollectiveRules reduce_scatter_rules;
-extern const CollectiveRules alltoall_rules;
 
 /// Both ways for every rank: allreduce, allgather, reduce_scatter, alltoall.
 Crossing both_ways(const CollectiveCall& call, int rank);

@@ -31,7 +31,7 @@ Crossing to_root(const CollectiveCall& call, int rank) { return {true, rank == c
 
 }  // namespace
 
-const CollectiveRules reduce_rules{
+extern const CollectiveRules reduce_rules{
     .takes = {.op = true, .root = true},
     .host = reduce_on_host,
     .device_op = DataOp::reduce,

@@ -86,7 +86,7 @@ void reduce_scatter_on_device(Communicator&, CallContext& context, const Collect
 
 }  // namespace
 
-const CollectiveRules reduce_scatter_rules{
+extern const CollectiveRules reduce_scatter_rules{
     .takes = {.list_name = "inputs", .writes_list = false, .outputs = Sharding::scatter, .op = true},
     .host = reduce_scatter_on_host,
     .device_op = DataOp::reduce_scatter,

@@ -19,7 +19,7 @@ void sync_on_device(Communicator& comm, CallContext& context, const CollectiveCa
 
 }  // namespace
 
-const CollectiveRules sync_optimizer_state_rules{
+extern const CollectiveRules sync_optimizer_state_rules{
     .takes = {.list_name = "leaves", .root = true, .scalars = true},
     .host = sync_on_host,
     .device_op = DataOp::broadcast,

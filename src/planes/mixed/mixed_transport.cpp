@@ -272,7 +272,7 @@ private:
                 std::unique_ptr<Transport> processes = link_->split_processes(in ? plan.color : -1, order, deadline);
                 if (!in) continue;
                 // Collective over the color's processes, which all get here.
-                auto in_front = make_planes_in_front(*processes, link_->switches(), deadline);
+                auto in_front = make_planes_between_processes(*processes, link_->switches(), deadline);
                 std::vector<std::unique_ptr<Transport>> made =
                     make_mixed_transports(std::move(processes), std::move(in_front), link_->switches(), plan.threads);
                 for (int i = 0; i < plan.threads; ++i) {

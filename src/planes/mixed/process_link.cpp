@@ -22,8 +22,7 @@ ProcessLink::~ProcessLink() {
     }
     if (released) return;
     // A start that failed: nothing collective.
-    for (const auto& plane : in_front_) plane->finalize(false);
-    processes_->finalize(false);
+    finalize_in_front_then(in_front_, *processes_, false);
 }
 
 void ProcessLink::set_status(int thread, std::function<PeerStatus()> status) {
@@ -98,8 +97,7 @@ void ProcessLink::release(bool peers_present) {
         peers_present = peers_present_;
     }
     if (!last) return;
-    for (const auto& plane : in_front_) plane->finalize(peers_present);
-    processes_->finalize(peers_present);
+    finalize_in_front_then(in_front_, *processes_, peers_present);
 }
 
 }  // namespace ddp::mixed

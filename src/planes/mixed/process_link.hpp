@@ -26,7 +26,8 @@ namespace ddp::mixed {
 class ProcessLink {
 public:
     /// `in_front`: the planes in front of `processes`' own, made over it
-    /// with `switches` (which the link's splits make theirs with too).
+    /// with `switches` (make_planes_between_processes, as the link's splits
+    /// make theirs).
     ProcessLink(std::unique_ptr<Transport> processes, std::vector<std::unique_ptr<HostPlane>> in_front,
                 const PlaneSwitches& switches, int threads);
     ~ProcessLink();
