@@ -140,13 +140,12 @@ void Agreement::agree_on_words(CallContext& context, std::span<const uint64_t> w
     if (!hashes_agree(context, hash_words(words))) throw mismatch(context, words, explain_difference);
 }
 
-// The fourth word of every round is the previous call's duration
-// (control/carried_duration.hpp), handed to whoever asked for it once
-// agreed. Every round has the four words, so that ranks in different calls
-// still read each other's.
+// The fourth word of every round is a measured call's duration
+// (control/carried_duration.hpp), kept once agreed for whoever measured it.
+// Every round has the four words, so that ranks in different calls still
+// read each other's.
 bool Agreement::hashes_agree(CallContext& context, uint64_t hash, const CarriedAllreduce* carried, uint64_t* vote) {
-    CarriedDuration::Sink duration_sink;
-    const uint64_t duration = carried_duration_.take_outgoing(duration_sink);
+    const uint64_t duration = carried_duration_.take_outgoing();
     // max(hash), ~min(hash), max(vote), max(previous call's duration)
     uint64_t extremes[4] = {hash, ~hash, vote != nullptr ? *vote : 0, duration};
     control_.wait(context,
@@ -156,7 +155,7 @@ bool Agreement::hashes_agree(CallContext& context, uint64_t hash, const CarriedA
                   WaitStyle::for_peers);
     context.joined_by_all = true;
     if (vote != nullptr) *vote = extremes[2];
-    if (duration_sink) duration_sink(extremes[3]);
+    carried_duration_.agreed(extremes[3]);
     return extremes[0] == ~extremes[1];
 }
 

@@ -55,7 +55,7 @@ using ExplainDifference =
 
 /// A communicator's agreement: the route its rounds take (the channel, or a
 /// plane's faster one between the same ranks) and the word every round
-/// carries from one call to the next (the previous call's duration, for the
+/// carries from one call to the next (a measured call's duration, for the
 /// bucket tuner). Its waits are held to the call's deadline by `control`.
 class Agreement {
 public:
@@ -69,7 +69,7 @@ public:
     /// (once, before the first collective; it must outlive this).
     AgreementRoute& route() { return *route_; }
     void route_through(AgreementRoute& route) { route_ = &route; }
-    /// The previous call's duration, carried in the next round.
+    /// A measured call's duration, carried in the next round.
     CarriedDuration& carried_duration() { return carried_duration_; }
 
     /// Agrees on the encoded call `words` (from encode), carrying `carried`

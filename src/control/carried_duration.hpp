@@ -1,43 +1,34 @@
 // A call's duration, carried in the next agreement message: every rank
-// puts in its own duration of the previous call, agreement takes the max
+// puts in its own duration of the call it measured, agreement takes the max
 // over ranks, and so every rank learns the slowest rank's duration (the
-// call's real cost) with no round trip of its own. The bucket tuner
-// (core/bucket_tuning.hpp) decides from these agreed values only, so that
-// every rank makes the same choice.
+// call's real cost) with no round trip of its own. The value waits here
+// until the one who measured takes it: the bucket tuner
+// (core/bucket_tuning.hpp), at its list's next tuned call, decides from
+// these agreed values only, so that every rank makes the same choice.
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <utility>
 
 namespace ddp {
 
 class CarriedDuration {
 public:
-    /// The agreed duration (µs, the max over ranks; 0: no rank measured it).
-    using Sink = std::function<void(uint64_t agreed_us)>;
-
-    /// Asks for the duration of the call just agreed on: `sink` gets it in
-    /// the next agreement. Every rank must ask for the same calls.
-    void expect(Sink sink) {
-        sink_ = std::move(sink);
-        local_us_ = 0;
+    /// This rank's duration of the call just run (µs, at least 1), for the
+    /// next round to carry.
+    void measured(uint64_t us) { outgoing_ = us > 0 ? us : 1; }
+    /// The word this rank puts into a round: its measured duration, once; else 0.
+    uint64_t take_outgoing() { return std::exchange(outgoing_, 0); }
+    /// A round's agreed word (the max over ranks), kept if nonzero until taken.
+    void agreed(uint64_t us) {
+        if (us != 0) agreed_ = us;
     }
-    /// This rank's duration of the expected call (at least 1 µs).
-    void measured(uint64_t us) {
-        if (sink_) local_us_ = us > 0 ? us : 1;
-    }
-    /// The word this rank puts into an agreement message; ends the wait.
-    uint64_t take_outgoing(Sink& sink) {
-        sink = std::move(sink_);
-        sink_ = nullptr;
-        const uint64_t us = local_us_;
-        local_us_ = 0;
-        return us;
-    }
+    /// The agreed duration not taken yet (0: none arrived), forgotten here.
+    uint64_t take_agreed() { return std::exchange(agreed_, 0); }
 
 private:
-    Sink sink_;
-    uint64_t local_us_ = 0;
+    uint64_t outgoing_ = 0;
+    uint64_t agreed_ = 0;
 };
 
 }  // namespace ddp

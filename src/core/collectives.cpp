@@ -31,8 +31,15 @@ bool in_place_planned(const CollectiveRules& rules, const CollectiveCall& call) 
 
 // A call whose bucket size is chosen by measurement (core/bucket_tuning.hpp):
 // while the list's tuner explores, the call runs the next candidate and
-// asks for its duration, which comes back agreed in the next call's agreement.
+// measures it; the next agreement round agrees on its duration, which the
+// next tuned call (of any list) hands to the tuner before it chooses.
 void run_tuned(Communicator& comm, CallContext& context, const CollectiveCall& call, std::span<const uint64_t> words) {
+    CarriedDuration& duration = comm.agreement().carried_duration();
+    PlanCache::TimedCall& timed = comm.plans().timed_call();
+    if (timed.tuning) {
+        timed.tuning->record(timed.candidate, duration.take_agreed());
+        timed = {};
+    }
     const std::shared_ptr<BucketTuning> tuning = comm.plans().tuning(words, call.tensors);
     const size_t candidate = tuning->next();
     trace::Timeline& timeline = comm.trace().timeline;
@@ -51,8 +58,7 @@ void run_tuned(Communicator& comm, CallContext& context, const CollectiveCall& c
     tuning->started();
     trace::instant(timeline, "bucket size tried", trace::Row::work, context.sequence, tuning->bucket_bytes(candidate),
                    "bucket_bytes");
-    CarriedDuration& duration = comm.agreement().carried_duration();
-    duration.expect([tuning, candidate](uint64_t agreed_us) { tuning->record(candidate, agreed_us); });
+    timed = {tuning, candidate};
     const auto started = std::chrono::steady_clock::now();
     rules_for(call.kind).host(comm, context, call, tuning->plan(candidate));
     duration.measured(static_cast<uint64_t>(

@@ -28,8 +28,17 @@ public:
 
     /// The bucket tuner of the call described by `words` (a call with no
     /// fusion_bytes of its own), made when it is not among the last ones.
-    /// Shared: a duration still on its way may outlive the entry.
+    /// Shared: the call whose duration is on its way (timed_call) may
+    /// outlive the entry.
     const std::shared_ptr<BucketTuning>& tuning(std::span<const uint64_t> words, std::span<const ddp_tensor> tensors);
+
+    /// The last tuned call, whose duration is on its way (carried in the
+    /// next agreement round): its tuner and the candidate it ran.
+    struct TimedCall {
+        std::shared_ptr<BucketTuning> tuning;
+        size_t candidate = 0;
+    };
+    TimedCall& timed_call() { return timed_call_; }
 
     /// How many calls had to plan (for tests and benchmarks).
     size_t misses() const { return misses_; }
@@ -48,6 +57,7 @@ private:
     size_t capacity_;
     size_t misses_ = 0;
     std::list<Entry> entries_;  // most recently used first
+    TimedCall timed_call_;
 };
 
 }  // namespace ddp
