@@ -24,6 +24,8 @@ public:
         if (us != 0) agreed_ = us;
     }
     /// The agreed duration not taken yet (0: none arrived), forgotten here.
+    /// One taker only (core/collectives.cpp's run_tuned, which knows the
+    /// call measured: PlanCache::timed_call), so no value goes to another.
     uint64_t take_agreed() { return std::exchange(agreed_, 0); }
 
 private:

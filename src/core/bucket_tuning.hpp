@@ -1,10 +1,11 @@
 // The bucket size of a tensor list, chosen by measurement: the first calls
 // of a list (one plan-cache entry) try a few candidate bucket sizes in turn,
 // each a few times, and the fastest is kept for that list. Every rank makes
-// the same choice with no message of its own: a call's duration reaches the
-// tuner through the next call's agreement (control/carried_duration.hpp) as
-// the max over ranks, and the tuner only ever looks at such agreed values
-// and at how many calls it started, which every rank counts alike.
+// the same choice with no message of its own: a call's duration rides in the
+// next call's agreement (control/carried_duration.hpp) as the max over
+// ranks and reaches the tuner at the next tuned call, before it chooses; the
+// tuner only ever looks at such agreed values and at how many calls it
+// started, which every rank counts alike.
 #pragma once
 
 #include <cstddef>

@@ -182,6 +182,40 @@ TEST(BucketTuning, EveryRankChoosesTheSameSizeWhenOneRankIsLate) {
     EXPECT_TRUE(same_on_every_rank(chosen)) << "rank " << rank << " chose " << chosen;
 }
 
+// Calls that are not tuned (a barrier, a broadcast with its own fusion
+// size) between a list's tuned calls carry the last duration along until
+// the next tuned call takes it: the list is still decided, alike on every
+// rank, with rank 0 late to every call.
+TEST(BucketTuning, UntunedCallsBetweenTunedOnesLeaveTheChoiceAlike) {
+    {
+        const std::lock_guard lock(lines_mutex);
+        chosen_lines.clear();
+    }
+    MixedList list(true);
+    // A list of its own (one more tensor, of another length than above), so
+    // that tuning starts afresh.
+    std::vector<float> extra(19, 0.0f);
+    list.tensors.push_back({extra.data(), 19, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
+    std::vector<double> shared(64, 0.0);
+    ddp_tensor shared_tensor{shared.data(), 64, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0, 0};
+    ddp_collective_options own_size;
+    ddp_collective_options_init(&own_size, sizeof own_size);
+    own_size.fusion_bytes = 1 << 20;
+    for (int call = 0; call < 14; ++call) {
+        run_calls(list, DDP_OP_SUM, 1, true);
+        ASSERT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
+        ASSERT_EQ(ddp_broadcast_tensor_list(world, &shared_tensor, 1, 0, &own_size), DDP_OK) << message();
+    }
+    if (size == 1) return;
+    const int64_t chosen = last_chosen_size();
+    if (autotune_on()) {
+        EXPECT_GT(chosen, 0);
+    } else {
+        EXPECT_EQ(chosen, -1);
+    }
+    EXPECT_TRUE(same_on_every_rank(chosen)) << "rank " << rank << " chose " << chosen;
+}
+
 // A call that names its own fusion_bytes is never tuned.
 TEST(BucketTuning, AnExplicitFusionSizeIsKept) {
     {
