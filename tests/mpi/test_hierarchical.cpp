@@ -91,10 +91,11 @@ TEST(Hierarchical, LargeStepsGoTheHierarchicalWayAndSmallOnesDoNot) {
         << (expected ? "the hierarchical plane did not run a 1 MiB step across nodes"
                      : "the hierarchical plane ran on one node")
         << " (rank " << rank << ", timeline: " << large_trace.substr(0, 1500) << ")";
-    if (expected)
+    if (expected) {
         EXPECT_NE(large_trace.find(hierarchical_plane_expected()), std::string::npos)
             << "the node stages did not go the way DDP_SHM says: wanted " << hierarchical_plane_expected()
             << " (rank " << rank << ", timeline: " << large_trace.substr(0, 1500) << ")";
+    }
 
     const std::string small_path = path + "-small";
     ASSERT_EQ(ddp_timeline_start(world, small_path.c_str()), DDP_OK) << message();

@@ -119,8 +119,8 @@ TEST(PlaneList, ADevicePlaneRunsACallOnlyWhenItRunsEveryTensor) {
     const PlaneList planes({&host}, &device);
     float f = 0;
     int32_t i = 0;
-    const ddp_tensor f32{&f, 1, DDP_DTYPE_F32, DDP_DEVICE_CUDA, 0};
-    const ddp_tensor i32{&i, 1, DDP_DTYPE_I32, DDP_DEVICE_CUDA, 0};
+    const ddp_tensor f32{&f, 1, DDP_DTYPE_F32, DDP_DEVICE_CUDA, 0, 0};
+    const ddp_tensor i32{&i, 1, DDP_DTYPE_I32, DDP_DEVICE_CUDA, 0, 0};
     const ddp_tensor both[] = {i32, f32};
     EXPECT_EQ(planes.device_for(DataOp::allreduce, std::span(&i32, 1), DDP_OP_SUM), &device);
     EXPECT_EQ(planes.device_for(DataOp::allreduce, both, DDP_OP_SUM), nullptr);  // staged
