@@ -141,6 +141,28 @@ bool same_on_every_rank(int64_t value) {
     return high == low;
 }
 
+// Forgets the "chosen" lines so far, so that a test reads only its own.
+void forget_chosen_lines() {
+    const std::lock_guard lock(lines_mutex);
+    chosen_lines.clear();
+}
+
+// Checks that this rank chose a size (prints its lines) when lists are
+// tuned, none when not, and the same one as every other rank.
+void expect_the_same_choice_on_every_rank() {
+    const int64_t chosen = last_chosen_size();
+    {
+        const std::lock_guard lock(lines_mutex);
+        for (const std::string& line : chosen_lines) std::printf("%s\n", line.c_str());
+    }
+    if (autotune_on()) {
+        EXPECT_GT(chosen, 0);
+    } else {
+        EXPECT_EQ(chosen, -1);
+    }
+    EXPECT_TRUE(same_on_every_rank(chosen)) << "rank " << rank << " chose " << chosen;
+}
+
 }  // namespace
 
 // Enough calls for every candidate to be timed (3 candidates x 3 samples)
@@ -159,27 +181,14 @@ TEST(BucketTuning, ResultsStayExactWhileExploringAndAfter) {
 // Rank 0 is late to every call: the ranks' own durations differ, yet the
 // size each chooses is decided from agreed values only, so it is the same.
 TEST(BucketTuning, EveryRankChoosesTheSameSizeWhenOneRankIsLate) {
-    {
-        const std::lock_guard lock(lines_mutex);
-        chosen_lines.clear();
-    }
+    forget_chosen_lines();
     MixedList list(true);
     // A list of its own (one more tensor), so that tuning starts afresh.
     std::vector<float> extra(17, 0.0f);
     list.tensors.push_back({extra.data(), 17, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
     run_calls(list, DDP_OP_SUM, 16, true);
     if (size == 1) return;
-    const int64_t chosen = last_chosen_size();
-    {
-        const std::lock_guard lock(lines_mutex);
-        for (const std::string& line : chosen_lines) std::printf("%s\n", line.c_str());
-    }
-    if (autotune_on()) {
-        EXPECT_GT(chosen, 0);
-    } else {
-        EXPECT_EQ(chosen, -1);
-    }
-    EXPECT_TRUE(same_on_every_rank(chosen)) << "rank " << rank << " chose " << chosen;
+    expect_the_same_choice_on_every_rank();
 }
 
 // Calls that are not tuned (a barrier, a broadcast with its own fusion
@@ -187,10 +196,7 @@ TEST(BucketTuning, EveryRankChoosesTheSameSizeWhenOneRankIsLate) {
 // the next tuned call takes it: the list is still decided, alike on every
 // rank, with rank 0 late to every call.
 TEST(BucketTuning, UntunedCallsBetweenTunedOnesLeaveTheChoiceAlike) {
-    {
-        const std::lock_guard lock(lines_mutex);
-        chosen_lines.clear();
-    }
+    forget_chosen_lines();
     MixedList list(true);
     // A list of its own (one more tensor, of another length than above), so
     // that tuning starts afresh.
@@ -207,21 +213,12 @@ TEST(BucketTuning, UntunedCallsBetweenTunedOnesLeaveTheChoiceAlike) {
         ASSERT_EQ(ddp_broadcast_tensor_list(world, &shared_tensor, 1, 0, &own_size), DDP_OK) << message();
     }
     if (size == 1) return;
-    const int64_t chosen = last_chosen_size();
-    if (autotune_on()) {
-        EXPECT_GT(chosen, 0);
-    } else {
-        EXPECT_EQ(chosen, -1);
-    }
-    EXPECT_TRUE(same_on_every_rank(chosen)) << "rank " << rank << " chose " << chosen;
+    expect_the_same_choice_on_every_rank();
 }
 
 // A call that names its own fusion_bytes is never tuned.
 TEST(BucketTuning, AnExplicitFusionSizeIsKept) {
-    {
-        const std::lock_guard lock(lines_mutex);
-        chosen_lines.clear();
-    }
+    forget_chosen_lines();
     MixedList list(true);
     ddp_collective_options options;
     ddp_collective_options_init(&options, sizeof options);
