@@ -27,6 +27,13 @@ namespace {
 // After a failed start, how long a rank waits for its peers to fail too.
 constexpr double failed_start_wait_s = 10;
 
+// Releases a transport whose start failed, with every peer present only
+// where all of them fail too within failed_start_wait_s (so that MPI, which
+// the transport may have started, still ends).
+void end_failed_start(Transport& transport) {
+    transport.finalize(all_reach(transport.channel(), failed_start_wait_s));
+}
+
 std::unique_ptr<Communicator> started_world(const ddp_init_options& opts) {
     // A rank with a bad option or environment still starts the transport,
     // so that every rank's ddp_init fails together (see Settings).
@@ -49,7 +56,7 @@ std::unique_ptr<Communicator> started_world(const ddp_init_options& opts) {
         gpu = cuda::assign_gpu(transport->channel().local_rank());
         if (settings.backend == DDP_BACKEND_NCCL) device_plane = make_nccl_plane(*transport, gpu, settings.timeout_s);
     } catch (const Error&) {
-        transport->finalize(all_reach(transport->channel(), failed_start_wait_s));
+        end_failed_start(*transport);
         throw;
     }
     auto world =
@@ -98,7 +105,7 @@ std::vector<std::unique_ptr<Transport>> threads_of_every_process(int size, std::
         // Between the processes, the planes their world would have in front of MPI.
         in_front = make_planes_between_processes(*processes, switches, deadline_after(timeout_s));
     } catch (const Error&) {
-        processes->finalize(all_reach(channel, failed_start_wait_s));
+        end_failed_start(*processes);
         throw;
     }
     return make_mixed_transports(std::move(processes), std::move(in_front), switches, size);
@@ -164,8 +171,7 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
                     // failed_start_wait_s for peers that will not come): the rank
                     // releases its transport as a world's failed start does, so
                     // that MPI, where a group across processes started it, still ends.
-                    if (Transport* transport = transports[rank].get())
-                        transport->finalize(all_reach(transport->channel(), failed_start_wait_s));
+                    if (Transport* transport = transports[rank].get()) end_failed_start(*transport);
                 }
             });
     }
