@@ -24,6 +24,7 @@
 #include "planes/nccl/watchdog.hpp"
 #include "control/control_plane.hpp"
 #include "util/error.hpp"
+#include "nccl_comms_on_threads.hpp"
 
 namespace {
 
@@ -329,26 +330,11 @@ TEST_F(NcclSplit, AHealthyTeardownFinalizesTheLauncherWithoutAborting) {
 TEST_F(NcclSetup, EachThreadOfALocalGroupSetsUpItsOwnCommunicatorOverTheGroupsChannel) {
     constexpr int ranks = 3;
     std::vector<std::unique_ptr<Transport>> transports = make_local_transports(ranks);
-    std::vector<std::unique_ptr<NcclComm>> comms(ranks);
-    {
-        std::vector<std::jthread> threads;
-        for (int rank = 0; rank < ranks; ++rank)
-            threads.emplace_back([&, rank] {
-                Transport& transport = *transports[static_cast<size_t>(rank)];
-                ControlPlane control(transport.channel(), 10, 10, 0);
-                CallContext context = control.begin(CollectiveKind::barrier, 0);
-                auto& comm = comms[static_cast<size_t>(rank)];
-                try {
-                    comm = std::make_unique<NcclComm>(*nccl, transport.channel(), *transport.host_planes().front(),
-                                                      control, context);
-                    comm->add_launcher(rank, context.deadline,
-                                       [](ddp_status, const std::string& message) { ADD_FAILURE() << message; });
-                } catch (const Error& error) {
-                    ADD_FAILURE() << "rank " << rank << ": " << error.what();
-                }
-                control.end();
-            });
-    }
+    std::vector<std::unique_ptr<NcclComm>> comms =
+        nccl_comms_on_threads(*nccl, transports, 10, [](int rank, NcclComm& comm, CallContext& context) {
+            comm.add_launcher(rank, context.deadline,
+                              [](ddp_status, const std::string& message) { ADD_FAILURE() << message; });
+        });
     const auto* sizes = static_cast<const int*>(dlsym(standin(), "standin_init_size"));
     const auto* ids = static_cast<const unsigned char*>(dlsym(standin(), "standin_init_id"));
     ASSERT_NE(sizes, nullptr);

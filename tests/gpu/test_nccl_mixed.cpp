@@ -19,6 +19,7 @@
 #include "planes/planes_in_front.hpp"
 #include "planes/transport.hpp"
 #include "util/error.hpp"
+#include "nccl_comms_on_threads.hpp"
 
 namespace {
 
@@ -43,23 +44,8 @@ TEST(NcclAcrossProcessesAndThreads, EveryThreadJoinsOneCommunicatorOfEveryRankWi
     }
     std::vector<std::unique_ptr<Transport>> transports =
         make_mixed_transports(std::move(processes), {}, PlaneSwitches{}, threads);
-    std::vector<std::unique_ptr<NcclComm>> comms(threads);
-    {
-        std::vector<std::jthread> running;
-        for (int thread = 0; thread < threads; ++thread)
-            running.emplace_back([&, thread] {
-                Transport& transport = *transports[static_cast<size_t>(thread)];
-                ControlPlane control(transport.channel(), 20, 20, 0);
-                CallContext context = control.begin(CollectiveKind::barrier, 0);
-                try {
-                    comms[static_cast<size_t>(thread)] = std::make_unique<NcclComm>(
-                        nccl, transport.channel(), *transport.host_planes().front(), control, context);
-                } catch (const Error& error) {
-                    ADD_FAILURE() << "thread " << thread << ": " << error.what();
-                }
-                control.end();
-            });
-    }
+    std::vector<std::unique_ptr<NcclComm>> comms =
+        nccl_comms_on_threads(nccl, transports, 20, [](int, NcclComm&, CallContext&) {});
     const auto* sizes = static_cast<const int*>(dlsym(standin(), "standin_init_size"));
     const auto* ids = static_cast<const unsigned char*>(dlsym(standin(), "standin_init_id"));
     ASSERT_NE(sizes, nullptr);
