@@ -169,13 +169,19 @@ placement_2x2 | placement_3x1 | collectives_2x2 | collectives_shm_2x2 | collecti
     hierarchical_off_2x2) export DDP_HIERARCHICAL=0 ;;
     esac
     np=$((nodes * slots))
-    # These cases check results, not how soon a dead peer is found (the
-    # fault cases below do, at the default 10 s): under CI's load the 96 MiB
-    # region of collectives_shm_2x2 has twice stalled past 10 s with rank 2
-    # silent, a false death still open in issue 31 (DDP_MN_PEER_DEAD_S sets
-    # another bound to hunt it: 2 s beside CPU- and memory-bound load did
-    # not reproduce it in 5 runs).
-    export DDP_PEER_DEAD_S=${DDP_MN_PEER_DEAD_S:-60}
+    # These cases check results, not how soon a call ends (the fault cases
+    # below do, at the default 10 s peer-death bound). Over TCP between the
+    # simulated nodes, with every core busy (4 ranks on CI's 2), a call now
+    # and then stalls for seconds, once 78 s, and then goes on: during a
+    # stall the waiting ranks' sockets hold unread bytes for seconds, while
+    # libddp's tags agree on every rank and a plain TCP ping-pong between
+    # the same namespaces beside 4 CPU-bound loops answers within 11 ms
+    # (issue 31's notes). A 30 s timeout failed CI once on such a stall, a
+    # 60 s peer-death bound called a stalled rank dead: here both wait 240 s
+    # (DDP_MN_RESULT_WAIT_S sets another), so that a stall costs time and
+    # only a wrong result or a hang fails the case.
+    export DDP_TIMEOUT_S=${DDP_MN_RESULT_WAIT_S:-240}
+    export DDP_PEER_DEAD_S=${DDP_MN_PEER_DEAD_S:-$DDP_TIMEOUT_S}
     cluster_up "$nodes"
     case $case_name in
     placement_*) program="$build/tests/multinode/mn_node_rank 20" ;;
