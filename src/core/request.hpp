@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 
 #include "core/async_worker.hpp"
 #include "device/cuda/cuda.hpp"
@@ -18,5 +19,12 @@ struct Request {
     /// The communicator's GPU (with `event`): ddp_request_stream_wait makes it current.
     int device = -1;
 };
+
+/// A request that the background thread completes (no GPU work of its own).
+inline Request background_request(std::shared_ptr<RequestState> state) {
+    Request request;
+    request.state = std::move(state);
+    return request;
+}
 
 }  // namespace ddp
