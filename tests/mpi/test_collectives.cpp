@@ -870,7 +870,9 @@ void allreduce_list(bool one_region) {
 
 TEST(Regions, ViewsOfOneBufferMoveInOneStep) {
     const int steps = regions::transfers_while([] { regions::allreduce_list(true); });
-    if (size > 1) EXPECT_EQ(steps, 1);
+    if (size > 1) {
+        EXPECT_EQ(steps, 1);
+    }
 }
 
 TEST(Regions, OneScatteredRankMakesEveryRankTakeTheFusedPlan) {

@@ -192,7 +192,9 @@ TEST(Shm, TheTimelineNamesThePlaneThatRan) {
     std::remove(file.c_str());
     const bool shm = text.str().find("\"plane\":\"shm\"") != std::string::npos;
     EXPECT_EQ(shm, shm_expected()) << "timeline: " << text.str().substr(0, 2000);
-    if (!shm_expected() && size > 1) EXPECT_NE(text.str().find("\"plane\":\"mpi\""), std::string::npos);
+    if (!shm_expected() && size > 1) {
+        EXPECT_NE(text.str().find("\"plane\":\"mpi\""), std::string::npos);
+    }
     if (size > 1) {
         const size_t carried = text.str().find("\"agreement + small allreduce\"");
         ASSERT_NE(carried, std::string::npos) << "timeline: " << text.str().substr(0, 2000);
@@ -239,11 +241,12 @@ TEST(Shm, ReduceBroadcastAllgatherReduceScatterAlltoallAroundChunks) {
             ddp_tensor tensor = tensor_of(data, dtype);
             ASSERT_EQ(ddp_reduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, root, nullptr), DDP_OK)
                 << mpi_test::message();
-            if (rank != root || bits_promised(dtype, DDP_OP_SUM, count))
+            if (rank != root || bits_promised(dtype, DDP_OP_SUM, count)) {
                 EXPECT_EQ(first_difference(data, rank == root ? reference(dtype, DDP_OP_SUM, count, true)
                                                               : input(rank, dtype, count, true),
                                            dtype),
                           -1);
+            }
             // broadcast: root's input everywhere.
             data = input(rank, dtype, count, false);
             tensor = tensor_of(data, dtype);
@@ -275,8 +278,9 @@ TEST(Shm, ReduceBroadcastAllgatherReduceScatterAlltoallAroundChunks) {
             const std::vector<std::byte> all = reference(dtype, DDP_OP_MAX, count * size, true);
             const std::vector<std::byte> expected_shard(all.begin() + static_cast<ptrdiff_t>(rank * shard.size()),
                                                         all.begin() + static_cast<ptrdiff_t>((rank + 1) * shard.size()));
-            if (bits_promised(dtype, DDP_OP_MAX, count * size))
+            if (bits_promised(dtype, DDP_OP_MAX, count * size)) {
                 EXPECT_EQ(first_difference(shard, expected_shard, dtype), -1);
+            }
             // alltoall: block r of the result is block `rank` of rank r's input.
             std::vector<std::byte> exchanged(whole.size());
             in = tensor_of(whole, dtype);
