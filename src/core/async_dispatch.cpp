@@ -74,7 +74,7 @@ Request start_in_background(Communicator& comm, CollectiveCall call) {
         }
         run_collective(comm, call);
     });
-    return background_request(std::move(state));
+    return Request{.state = std::move(state)};
 }
 
 }  // namespace

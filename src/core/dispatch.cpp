@@ -32,9 +32,9 @@ void reject_invalid_call(Communicator& comm, CollectiveKind kind, double timeout
     if (in_group()) {
         // The peers' calls of the group are not started yet when this thread
         // drives them all: they learn of it in the background, as they run.
-        group_add(background_request(comm.submit([&comm, kind, timeout_s, invalid] {
+        group_add(Request{comm.submit([&comm, kind, timeout_s, invalid] {
             report_invalid_call(comm, kind, timeout_s, invalid);
-        })));
+        })});
         throw naming_this_rank(comm, invalid);
     }
     comm.run([&] { report_invalid_call(comm, kind, timeout_s, invalid); });
@@ -51,7 +51,7 @@ void announce_binding_invalid_call(Communicator& comm, CollectiveKind kind, doub
         }
     };
     // Inside a group the peers' calls start only as the group runs, as for reject_invalid_call.
-    if (in_group()) return group_add(background_request(comm.submit(announce)));
+    if (in_group()) return group_add(Request{comm.submit(announce)});
     comm.run(announce);
 }
 

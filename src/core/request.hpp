@@ -4,7 +4,6 @@
 #pragma once
 
 #include <memory>
-#include <utility>
 
 #include "core/async_worker.hpp"
 #include "device/cuda/cuda.hpp"
@@ -15,16 +14,9 @@ struct Request {
     /// Completed by the background thread, or by the watchdog for GPU work.
     std::shared_ptr<RequestState> state = std::make_shared<RequestState>();
     /// For a request that runs on the GPU: the end of its work on the stream.
-    std::shared_ptr<cuda::Event> event;
+    std::shared_ptr<cuda::Event> event = nullptr;  // stated, so that Request{.state = ...} initializes every member
     /// The communicator's GPU (with `event`): ddp_request_stream_wait makes it current.
     int device = -1;
 };
-
-/// A request that the background thread completes (no GPU work of its own).
-inline Request background_request(std::shared_ptr<RequestState> state) {
-    Request request;
-    request.state = std::move(state);
-    return request;
-}
 
 }  // namespace ddp
