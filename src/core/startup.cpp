@@ -14,6 +14,7 @@
 #include "core/trace_calls.hpp"
 #include "device/cuda/cuda.hpp"
 #include "planes/factory.hpp"
+#include "planes/nccl/local_ranks.hpp"
 #include "planes/nccl/nccl_plane.hpp"
 #include "planes/planes_in_front.hpp"
 #include "trace/timeline.hpp"
@@ -134,6 +135,10 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
     std::vector<std::unique_ptr<Transport>> transports =
         across_processes ? threads_of_every_process(size, refused, settings.timeout_s, settings.planes)
                          : make_local_transports(size);
+    if (!devices.empty() && size > 1) {
+        ControlChannel& channel = transports.front()->channel();
+        log_line(channel.rank(), channel.size(), DDP_LOG_DEBUG, connect_nccl_ranks_at_set_up());
+    }
     // Between threads the in-process plane moves the data: no segment, no nodes.
     settings.planes.shm.on = false;
     settings.planes.hierarchical = false;

@@ -577,6 +577,30 @@ TEST(LocalGroupStart, DevicesWithoutAGpuOrNcclFailEveryRankSayingWhy) {
     EXPECT_EQ(comms[1], nullptr);
 }
 
+// Ranks of one process that launch NCCL from threads of their own must be
+// connected at set-up (NVIDIA/nccl#787: a rank connecting in its first
+// collective waits for the kernel of a rank that launched before it): a
+// group with devices sets NCCL_RUNTIME_CONNECT=0 before NCCL reads it, and
+// leaves a value the user set. A host-only group leaves NCCL alone.
+TEST(LocalGroupStart, RanksWithDevicesAreConnectedAtSetUpUnlessTheUserSaysOtherwise) {
+    ddp_comm* comms[2] = {nullptr, nullptr};
+    const int32_t devices[2] = {0, 0};
+    unsetenv("NCCL_RUNTIME_CONNECT");
+    ASSERT_EQ(ddp_init_local(2, nullptr, nullptr, comms), DDP_OK) << ddp_last_error_message();
+    for (ddp_comm* comm : comms) ddp_finalize(comm);
+    EXPECT_EQ(std::getenv("NCCL_RUNTIME_CONNECT"), nullptr);
+
+    ddp_init_local(2, devices, nullptr, comms);  // fails here, with no GPU, after the variable is set
+    const char* chosen = std::getenv("NCCL_RUNTIME_CONNECT");
+    ASSERT_NE(chosen, nullptr);
+    EXPECT_STREQ(chosen, "0");
+
+    setenv("NCCL_RUNTIME_CONNECT", "1", 1);
+    ddp_init_local(2, devices, nullptr, comms);
+    EXPECT_STREQ(std::getenv("NCCL_RUNTIME_CONNECT"), "1");
+    unsetenv("NCCL_RUNTIME_CONNECT");
+}
+
 // DDP_TIMELINE names one path for every rank: each group's files carry its name.
 TEST(LocalGroupStart, TwoGroupsTimelinesGoToFilesOfTheirOwn) {
     const std::filesystem::path dir =
