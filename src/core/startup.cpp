@@ -55,7 +55,8 @@ std::unique_ptr<Communicator> started_world(const ddp_init_options& opts) {
                       "option or environment variable), so no rank starts");
         set_log_threshold(settings.log_threshold);
         gpu = cuda::assign_gpu(transport->channel().local_rank());
-        if (settings.backend == DDP_BACKEND_NCCL) device_plane = make_nccl_plane(*transport, gpu, settings.timeout_s);
+        if (settings.backend == DDP_BACKEND_NCCL)
+            device_plane = make_nccl_plane(*transport, gpu, settings.timeout_s, nullptr);
     } catch (const Error&) {
         end_failed_start(*transport);
         throw;
@@ -135,9 +136,15 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
     std::vector<std::unique_ptr<Transport>> transports =
         across_processes ? threads_of_every_process(size, refused, settings.timeout_s, settings.planes)
                          : make_local_transports(size);
+    // With devices and several ranks here, NCCL's ranks of this process
+    // connect at set-up and launch together (planes/nccl/local_ranks.hpp).
+    std::shared_ptr<LaunchGate> gate;
     if (!devices.empty() && size > 1) {
         ControlChannel& channel = transports.front()->channel();
         log_line(channel.rank(), channel.size(), DDP_LOG_DEBUG, connect_nccl_ranks_at_set_up());
+        std::vector<int> ranks;
+        for (const auto& transport : transports) ranks.push_back(transport->channel().rank());
+        gate = std::make_shared<LaunchGate>(std::move(ranks));
     }
     // Between threads the in-process plane moves the data: no segment, no nodes.
     settings.planes.shm.on = false;
@@ -164,7 +171,7 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
                     std::unique_ptr<DevicePlane> device_plane;
                     if (!devices.empty()) {
                         gpu = cuda::named_gpu(devices[rank]);
-                        device_plane = make_nccl_plane(*transports[rank], gpu, settings.timeout_s);
+                        device_plane = make_nccl_plane(*transports[rank], gpu, settings.timeout_s, gate);
                     }
                     started[rank] = std::make_unique<Communicator>(std::move(transports[rank]),
                                                                    std::move(device_plane), settings, gpu, name);

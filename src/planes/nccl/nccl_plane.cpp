@@ -8,6 +8,7 @@
 
 #include "planes/nccl/capabilities.hpp"
 #include "planes/nccl/device_fusion.hpp"
+#include "planes/nccl/local_ranks.hpp"
 #include "planes/nccl/nccl_comm.hpp"
 #include "planes/nccl/nccl_library.hpp"
 #include "planes/nccl/watchdog.hpp"
@@ -56,11 +57,14 @@ std::string uuid_text(uint64_t high, uint64_t low) {
 
 class NcclPlane final : public DevicePlane {
 public:
-    /// `channel`: the control channel of the transport beside which it runs.
-    NcclPlane(ControlChannel& channel, int device, std::unique_ptr<NcclComm> comm, double timeout_s)
+    /// `channel`: the control channel of the transport beside which it runs;
+    /// `gate`: where the ranks of this process meet before each launch (null: one rank here).
+    NcclPlane(ControlChannel& channel, int device, std::unique_ptr<NcclComm> comm, double timeout_s,
+              std::shared_ptr<LaunchGate> gate)
         : channel_(channel),
           device_(device),
           comm_(std::move(comm)),
+          gate_(std::move(gate)),
           timeout_s_(timeout_s),
           watchdog_(std::make_unique<Watchdog>(
               device, [this] { return known_failure(); },
@@ -91,7 +95,13 @@ public:
 
     std::unique_ptr<DevicePlane> split(int color, int key, ControlChannel* sub, Clock::time_point deadline) override {
         std::unique_ptr<NcclComm> comm;
+        std::shared_ptr<LaunchGate> sub_gate;
         try {
+            // The ranks of this process meet first (ncclCommSplit allocates) and
+            // leave with the gate of their sub-communicator's ranks here.
+            if (gate_)
+                sub_gate = gate_->split(channel_.rank(), sub ? std::optional<int>(color) : std::nullopt,
+                                        sub ? sub->rank() : -1, deadline, [this] { return stop_reason(); });
             // Watched work fails before NCCL is aborted (aborted kernels end as if they had finished).
             const NcclComm::Failing failing = [this](ddp_status status, const std::string& message) {
                 watchdog_->fail_all(status, message);
@@ -107,7 +117,7 @@ public:
         }
         if (sub == nullptr) return nullptr;
         if (!comm) fail(DDP_ERR_INTERNAL, "ncclCommSplit gave no communicator to a rank with a color");
-        return std::make_unique<NcclPlane>(*sub, device_, std::move(comm), timeout_s_);
+        return std::make_unique<NcclPlane>(*sub, device_, std::move(comm), timeout_s_, std::move(sub_gate));
     }
 
     std::span<const Capability> capabilities() const override { return nccl_capabilities; }
@@ -203,6 +213,8 @@ private:
     void group_of(std::span<const ddp_tensor> tensors, Clock::time_point deadline, const char* what, Call call) {
         const std::string group_end = std::string("ncclGroupEnd after ") + what;
         try {
+            // After this rank's own allocations (fusion_.pack), before its launch.
+            if (gate_) gate_->pass(channel_.rank(), deadline, [this] { return stop_reason(); }, what);
             comm_->group(
                 [&] {
                     for (const ddp_tensor& t : tensors)
@@ -234,6 +246,7 @@ private:
     // Fails what the watchdog holds first: aborted kernels end their events
     // as if they had finished.
     void abort_nccl(ddp_status status, const std::string& message) {
+        if (gate_) gate_->break_open("rank " + std::to_string(channel_.rank()) + ": " + message);
         watchdog_->fail_all(status, message);
         comm_->abort();
     }
@@ -254,6 +267,13 @@ private:
         return std::nullopt;
     }
 
+    /// Why a rank waiting at the gate stops early: what the watchdog would report.
+    std::optional<std::string> stop_reason() {
+        if (std::optional<Failure> failure = known_failure()) return failure->second;
+        if (comm_->aborted()) return "NCCL was aborted on rank " + std::to_string(channel_.rank());
+        return std::nullopt;
+    }
+
     // On the watchdog's thread: stop NCCL first, so nothing keeps waiting on the GPU.
     void watchdog_failed(ddp_status status, const std::string& message) {
         comm_->abort();
@@ -268,6 +288,7 @@ private:
     const int device_;
     DeviceFusion fusion_;  // before comm_: its buffer outlives NCCL's use of it
     std::unique_ptr<NcclComm> comm_;
+    std::shared_ptr<LaunchGate> gate_;  // null: the only rank of its communicator in this process
     const double timeout_s_;
     std::mutex report_mutex_;
     std::function<void(ddp_status, const std::string&)> report_;  // guarded by report_mutex_
@@ -324,7 +345,8 @@ void check_gpus_distinct(ControlChannel& host, const GpuIdentity& mine, double t
 
 }  // namespace
 
-std::unique_ptr<DevicePlane> make_nccl_plane(Transport& host, const cuda::GpuAssignment& gpu, double timeout_s) {
+std::unique_ptr<DevicePlane> make_nccl_plane(Transport& host, const cuda::GpuAssignment& gpu, double timeout_s,
+                                             std::shared_ptr<LaunchGate> gate) {
     GpuIdentity identity;
     fail_together(host.channel(), local_problem(gpu, identity), timeout_s, DDP_ERR_UNSUPPORTED,
                   "cannot run the nccl backend (their ddp_init says why), so no rank starts it");
@@ -350,7 +372,7 @@ std::unique_ptr<DevicePlane> make_nccl_plane(Transport& host, const cuda::GpuAss
         if (comm) comm->abort();  // this rank's setup succeeded, a peer's did not
         throw;
     }
-    return std::make_unique<NcclPlane>(host.channel(), gpu.device, std::move(comm), timeout_s);
+    return std::make_unique<NcclPlane>(host.channel(), gpu.device, std::move(comm), timeout_s, std::move(gate));
 }
 
 }  // namespace ddp

@@ -8,6 +8,7 @@
 
 #include "device/cuda/cuda.hpp"
 #include "planes/device_plane.hpp"
+#include "planes/nccl/local_ranks.hpp"
 #include "planes/transport.hpp"
 
 namespace ddp {
@@ -16,7 +17,9 @@ namespace ddp {
 /// on every rank together: DDP_ERR_UNSUPPORTED when NCCL or a GPU is
 /// missing (the message says which, on which rank) or two ranks share a
 /// GPU that NCCL cannot share; DDP_ERR_TIMEOUT or DDP_ERR_BACKEND from
-/// NCCL's setup.
-std::unique_ptr<DevicePlane> make_nccl_plane(Transport& host, const cuda::GpuAssignment& gpu, double timeout_s);
+/// NCCL's setup. `gate`: shared by the communicator's ranks in this process
+/// when there are several (a local group with devices), else null.
+std::unique_ptr<DevicePlane> make_nccl_plane(Transport& host, const cuda::GpuAssignment& gpu, double timeout_s,
+                                             std::shared_ptr<LaunchGate> gate);
 
 }  // namespace ddp
