@@ -132,16 +132,19 @@ std::vector<CommHandle*> start_local_group(const ddp_init_options& opts, int siz
         if (!refused) refused = error;
     }
     set_log_threshold(settings.log_threshold);
+    // With devices and several ranks here, NCCL's ranks of this process
+    // connect at set-up and meet before each launch (planes/nccl/local_ranks.hpp);
+    // the variable is set before MPI or a thread of libddp's runs.
+    const bool ranks_share_nccl_here = !devices.empty() && size > 1;
+    const std::string connecting = ranks_share_nccl_here ? connect_nccl_ranks_at_set_up() : "";
     // Between processes, the planes the user allows (make_planes_between_processes).
     std::vector<std::unique_ptr<Transport>> transports =
         across_processes ? threads_of_every_process(size, refused, settings.timeout_s, settings.planes)
                          : make_local_transports(size);
-    // With devices and several ranks here, NCCL's ranks of this process
-    // connect at set-up and launch together (planes/nccl/local_ranks.hpp).
     std::shared_ptr<LaunchGate> gate;
-    if (!devices.empty() && size > 1) {
+    if (ranks_share_nccl_here) {
         ControlChannel& channel = transports.front()->channel();
-        log_line(channel.rank(), channel.size(), DDP_LOG_DEBUG, connect_nccl_ranks_at_set_up());
+        log_line(channel.rank(), channel.size(), DDP_LOG_DEBUG, connecting);
         std::vector<int> ranks;
         for (const auto& transport : transports) ranks.push_back(transport->channel().rank());
         gate = std::make_shared<LaunchGate>(std::move(ranks));

@@ -82,6 +82,23 @@ TEST(LaunchGate, AStopReasonEndsTheWaitAtOnce) {
     EXPECT_EQ(result.second, "rank 3 stopped taking part");
 }
 
+// A member that will not launch (aborted) must not complete the round:
+// its siblings would launch kernels that wait for it.
+TEST(LaunchGate, AMemberThatWillNotLaunchFailsTheRoundInsteadOfCompletingIt) {
+    LaunchGate gate({0, 1});
+    std::pair<ddp_status, std::string> waiting, last;
+    {
+        std::jthread waiter([&] { waiting = outcome([&] { gate.pass(0, in(30s), never, "ncclReduce"); }); });
+        std::this_thread::sleep_for(50ms);
+        last = outcome([&] {
+            gate.pass(1, in(30s), [] { return std::optional<std::string>("NCCL was aborted on rank 1"); }, "ncclReduce");
+        });
+    }
+    EXPECT_EQ(last.first, DDP_ERR_TIMEOUT);
+    EXPECT_EQ(waiting.first, DDP_ERR_TIMEOUT);
+    EXPECT_NE(waiting.second.find("NCCL was aborted on rank 1"), std::string::npos) << waiting.second;
+}
+
 TEST(LaunchGate, ABrokenGateReleasesItsWaiters) {
     LaunchGate gate({0, 1});
     std::pair<ddp_status, std::string> waiting;

@@ -42,6 +42,14 @@ __global__ void copy_kernel(PieceBatch batch) {
 
 }  // namespace
 
+void load_copy_kernel() {
+    cudaFuncAttributes attributes;
+    if (const cudaError_t error = cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&copy_kernel));
+        error != cudaSuccess)
+        fail(DDP_ERR_BACKEND, std::string("loading the bucket copy kernel failed (") + cudaGetErrorName(error) + ": " +
+                                  cudaGetErrorString(error) + ")");
+}
+
 void copy_pieces(std::span<const CopyPiece> pieces, void* stream) {
     constexpr unsigned threads = 256;
     for (size_t start = 0; start < pieces.size(); start += pieces_per_launch) {

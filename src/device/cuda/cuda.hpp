@@ -140,5 +140,12 @@ void copy_to_device(void* device, const void* host, size_t bytes, void* stream);
 /// precision for f16, bf16 and f32, in double for f64, rounding once.
 void divide_on_device(void* data, int64_t count, ddp_dtype dtype, double divisor, void* stream);
 
+/// Loads the copy and division kernels onto the current device now. CUDA
+/// loads a kernel at its first launch, and a load waits for the kernels
+/// running on the device: after an NCCL launch whose kernel waits for
+/// another rank of this process on the same device, it would never end.
+void load_copy_kernel();
+void load_divide_kernels();
+
 }  // namespace cuda
 }  // namespace ddp

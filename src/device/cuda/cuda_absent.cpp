@@ -37,5 +37,7 @@ void copy_pieces(std::span<const CopyPiece>, void*) { no_cuda(); }
 void copy_to_host(void*, const void*, size_t, void*) { no_cuda(); }
 void copy_to_device(void*, const void*, size_t, void*) { no_cuda(); }
 void divide_on_device(void*, int64_t, ddp_dtype, double, void*) { no_cuda(); }
+void load_copy_kernel() { no_cuda(); }
+void load_divide_kernels() { no_cuda(); }
 
 }  // namespace ddp::cuda

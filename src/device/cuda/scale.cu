@@ -60,6 +60,17 @@ cudaError_t launch(void* data, int64_t count, double divisor, void* stream) {
 
 }  // namespace
 
+void load_divide_kernels() {
+    cudaFuncAttributes attributes;
+    for (const void* kernel : {reinterpret_cast<const void*>(&divide_kernel<F16, float>),
+                               reinterpret_cast<const void*>(&divide_kernel<BF16, float>),
+                               reinterpret_cast<const void*>(&divide_kernel<F32, float>),
+                               reinterpret_cast<const void*>(&divide_kernel<F64, double>)})
+        if (const cudaError_t error = cudaFuncGetAttributes(&attributes, kernel); error != cudaSuccess)
+            fail(DDP_ERR_BACKEND, std::string("loading the AVG division kernels failed (") + cudaGetErrorName(error) +
+                                      ": " + cudaGetErrorString(error) + ")");
+}
+
 void divide_on_device(void* data, int64_t count, ddp_dtype dtype, double divisor, void* stream) {
     if (count == 0) return;
     cudaError_t error = cudaSuccess;

@@ -30,8 +30,9 @@ std::string connect_nccl_ranks_at_set_up() {
         return std::string("NCCL_RUNTIME_CONNECT=") + set + " is the user's: with it not 0, a rank of this process "
                "that launches before another has connected can hang the group (NVIDIA/nccl#787)";
     setenv("NCCL_RUNTIME_CONNECT", "0", 0);
-    return "NCCL_RUNTIME_CONNECT=0: NCCL connects this process's ranks as it sets them up, so that no collective "
-           "allocates device memory while another rank's kernel runs";
+    return "NCCL_RUNTIME_CONNECT=0 (unless this process set up NCCL before, which read it then): NCCL connects this "
+           "process's ranks as it sets them up, so that no collective allocates device memory while another rank's "
+           "kernel runs";
 }
 
 LaunchGate::LaunchGate(std::vector<int> ranks) : ranks_(std::move(ranks)) {}
@@ -69,11 +70,24 @@ void LaunchGate::break_open(const std::string& reason) {
 
 void LaunchGate::meet(int rank, Clock::time_point deadline, const Stop& stop, const std::string& what,
                       const std::function<void()>& last) {
+    // A member that will not launch (aborted, failed) must not complete a
+    // round: its siblings would launch kernels that wait for it.
+    if (std::optional<std::string> reason = stop()) {
+        break_open(*reason);
+        fail(DDP_ERR_TIMEOUT, *reason);
+    }
     std::unique_lock lock(mutex_);
     if (broken_) fail_broken(what);
     arrived_.push_back(rank);
     if (arrived_.size() == ranks_.size()) {
-        last();
+        try {
+            last();
+        } catch (...) {
+            broken_ = what + ": rank " + std::to_string(rank) + " failed to finish the round";
+            lock.unlock();
+            changed_.notify_all();
+            throw;
+        }
         arrived_.clear();
         ++round_;
         lock.unlock();
@@ -92,11 +106,16 @@ void LaunchGate::meet(int rank, Clock::time_point deadline, const Stop& stop, co
             for (int member : ranks_)
                 if (std::find(arrived_.begin(), arrived_.end(), member) == arrived_.end()) missing.push_back(member);
             reason = what + ": rank " + std::to_string(rank) + " timed out waiting for rank(s) " + rank_list(missing) +
-                     " of its process to reach NCCL's launch (ranks of one process launch together, so that none "
-                     "allocates while another's kernel runs: NVIDIA/nccl#787)";
+                     " of its process to reach NCCL's launch (the ranks of one process meet before they launch, so "
+                     "that none allocates while another's kernel runs: NVIDIA/nccl#787)";
         } else {
             lock.unlock();
-            reason = stop();
+            try {
+                reason = stop();
+            } catch (...) {
+                break_open("rank " + std::to_string(rank) + " could not tell whether to go on");
+                throw;
+            }
             lock.lock();
             if (round_ != round) return;
         }

@@ -267,7 +267,10 @@ private:
         return std::nullopt;
     }
 
-    /// Why a rank waiting at the gate stops early: what the watchdog would report.
+    /// Why a rank waiting at the gate stops early: what the watchdog would
+    /// report. Not a peer's finalize: the gate follows the call's agreement,
+    /// so every rank is in this call or past it, and one that finalizes has
+    /// launched it already.
     std::optional<std::string> stop_reason() {
         if (std::optional<Failure> failure = known_failure()) return failure->second;
         if (comm_->aborted()) return "NCCL was aborted on rank " + std::to_string(channel_.rank());
@@ -371,6 +374,13 @@ std::unique_ptr<DevicePlane> make_nccl_plane(Transport& host, const cuda::GpuAss
     } catch (const Error&) {
         if (comm) comm->abort();  // this rank's setup succeeded, a peer's did not
         throw;
+    }
+    if (gate) {
+        // Ranks of this process share its CUDA context: no kernel of theirs
+        // may load lazily after one of them has launched (cuda.hpp).
+        const cuda::DeviceScope on_device(gpu.device);
+        cuda::load_copy_kernel();
+        cuda::load_divide_kernels();
     }
     return std::make_unique<NcclPlane>(host.channel(), gpu.device, std::move(comm), timeout_s, std::move(gate));
 }
