@@ -15,8 +15,9 @@ namespace ddp {
 
 /// The data movements a plane may offer; every collective's data phase is
 /// made of these (AVG is SUM followed by a division, done above the host
-/// planes).
-enum class DataOp { allreduce, reduce, broadcast, allgather, reduce_scatter, alltoall };
+/// planes). `exchange` is point to point (planes/exchange.hpp): what is
+/// made of sends and receives is written once above the planes.
+enum class DataOp { allreduce, reduce, broadcast, allgather, reduce_scatter, exchange };
 
 /// "allreduce", ... for messages.
 constexpr const char* data_op_name(DataOp op) {
@@ -26,7 +27,7 @@ constexpr const char* data_op_name(DataOp op) {
     case DataOp::broadcast: return "broadcast";
     case DataOp::allgather: return "allgather";
     case DataOp::reduce_scatter: return "reduce_scatter";
-    case DataOp::alltoall: return "alltoall";
+    case DataOp::exchange: return "exchange";
     }
     return "an unknown operation";
 }

@@ -66,11 +66,9 @@ public:
                                 ddp_op, void* /*stream*/, Clock::time_point) {
         lacks(name(), DataOp::reduce_scatter);
     }
-    /// outputs[i] gets block r of every rank r's inputs[i], where block j
-    /// of inputs[i] is its j-th of `size` equal parts.
-    virtual void alltoall(std::span<const ddp_tensor> /*inputs*/, std::span<const ddp_tensor> /*outputs*/,
-                          void* /*stream*/, Clock::time_point) {
-        lacks(name(), DataOp::alltoall);
+    /// This rank's sends and receives of device memory (planes/exchange.hpp).
+    virtual void exchange(const Exchange& /*exchange*/, void* /*stream*/, Clock::time_point) {
+        lacks(name(), DataOp::exchange);
     }
 
     /// Hands the work enqueued on `stream` so far to the watchdog, which

@@ -16,6 +16,7 @@
 
 #include "control/agreement_route.hpp"
 #include "planes/capabilities.hpp"
+#include "planes/exchange.hpp"
 #include "ddp/ddp.h"
 #include "util/pending.hpp"
 
@@ -79,13 +80,9 @@ public:
                                                           ddp_dtype, ddp_op) {
         lacks(name(), DataOp::reduce_scatter);
     }
-    /// Sends block j of `send` (size × count elements, `count` per block)
-    /// to rank j and receives rank r's block for this rank into block r of
-    /// `recv` (size × count elements). The buffers do not overlap.
-    virtual std::unique_ptr<Pending> start_alltoall(const void* /*send*/, void* /*recv*/, int64_t /*count*/,
-                                                    ddp_dtype) {
-        lacks(name(), DataOp::alltoall);
-    }
+    /// This rank's sends and receives (planes/exchange.hpp). The plane
+    /// keeps its own copy of the lists.
+    virtual std::unique_ptr<Pending> start_exchange(Exchange /*exchange*/) { lacks(name(), DataOp::exchange); }
 
     /// A faster route for agreement's rounds between this plane's ranks
     /// than the control channel, if it has one (it lives as long as the plane).

@@ -106,7 +106,7 @@ TEST(PlaneList, WhatAHostPlaneLacksItRefuses) {
              {"broadcast", [&] { plane.start_broadcast(data, 16, 0); }},
              {"allgather", [&] { plane.start_allgather(data, data, 2, DDP_DTYPE_F32); }},
              {"reduce_scatter", [&] { plane.start_reduce_scatter(data, data + 2, 2, DDP_DTYPE_F32, DDP_OP_SUM); }},
-             {"alltoall", [&] { plane.start_alltoall(data, data + 2, 1, DDP_DTYPE_F32); }},
+             {"exchange", [&] { plane.start_exchange(Exchange{}); }},
          }) {
         const std::string message = unsupported_message(call);
         EXPECT_EQ(message, std::string("the empty plane does not support ") + name);
@@ -195,14 +195,12 @@ TEST(PlaneList, ARowCoversOnlyItsOwnDtypesReductionsMemoryAndSizes) {
                         hierarchical_min_bytes));
     EXPECT_TRUE(covers(hierarchical_capabilities, DataOp::allreduce, DDP_DTYPE_F32, DDP_OP_SUM, Memory::host,
                        hierarchical_min_bytes));
-    // alltoall: on mpi, self, shm and nccl (send/receive groups), not on the hierarchical plane.
+    // exchange (point to point, alltoall's steps): on mpi, self and nccl, not on shm or the hierarchical plane.
     for (auto table : {std::span<const Capability>(mpi_capabilities), std::span<const Capability>(self_capabilities)})
-        EXPECT_TRUE(covers(table, DataOp::alltoall, DDP_DTYPE_BF16, DDP_OP_SUM, Memory::host, 4096));
-    // shm's from 1 MiB (below, MPI_Ialltoall measured faster).
-    EXPECT_FALSE(covers(shm_capabilities, DataOp::alltoall, DDP_DTYPE_BF16, DDP_OP_SUM, Memory::host, 1048575));
-    EXPECT_TRUE(covers(shm_capabilities, DataOp::alltoall, DDP_DTYPE_BF16, DDP_OP_SUM, Memory::host, 1048576));
-    EXPECT_TRUE(covers(nccl_capabilities, DataOp::alltoall, DDP_DTYPE_BF16, DDP_OP_SUM, Memory::device, 4096));
-    EXPECT_FALSE(covers(hierarchical_capabilities, DataOp::alltoall, DDP_DTYPE_F32, DDP_OP_SUM, Memory::host,
+        EXPECT_TRUE(covers(table, DataOp::exchange, DDP_DTYPE_BF16, DDP_OP_SUM, Memory::host, 4096));
+    EXPECT_FALSE(covers(shm_capabilities, DataOp::exchange, DDP_DTYPE_BF16, DDP_OP_SUM, Memory::host, 1 << 30));
+    EXPECT_TRUE(covers(nccl_capabilities, DataOp::exchange, DDP_DTYPE_BF16, DDP_OP_SUM, Memory::device, 4096));
+    EXPECT_FALSE(covers(hierarchical_capabilities, DataOp::exchange, DDP_DTYPE_F32, DDP_OP_SUM, Memory::host,
                         hierarchical_min_bytes));
     // A value outside ddp_dtype's enum is in no set.
     EXPECT_FALSE(covers(self_capabilities, DataOp::allreduce, static_cast<ddp_dtype>(0x777), DDP_OP_SUM,

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "device/cuda/cuda.hpp"
-#include "util/error.hpp"
+#include "device/cuda/cuda_check.hpp"
 
 namespace ddp::cuda {
 
@@ -44,10 +44,8 @@ __global__ void copy_kernel(PieceBatch batch) {
 
 void load_copy_kernel() {
     cudaFuncAttributes attributes;
-    if (const cudaError_t error = cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&copy_kernel));
-        error != cudaSuccess)
-        fail(DDP_ERR_BACKEND, std::string("loading the bucket copy kernel failed (") + cudaGetErrorName(error) + ": " +
-                                  cudaGetErrorString(error) + ")");
+    check(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(&copy_kernel)),
+          "loading the bucket copy kernel");
 }
 
 void copy_pieces(std::span<const CopyPiece> pieces, void* stream) {
@@ -66,12 +64,9 @@ void copy_pieces(std::span<const CopyPiece> pieces, void* stream) {
         // Enough blocks for the largest piece at 16 bytes a thread, at most 32 a piece (grid-stride beyond).
         const auto blocks = static_cast<unsigned>(std::clamp<size_t>((largest / 16 + threads - 1) / threads, 1, 32));
         void* arguments[] = {&batch};
-        const cudaError_t error =
-            cudaLaunchKernel(reinterpret_cast<const void*>(&copy_kernel), dim3(blocks, static_cast<unsigned>(n)),
-                             dim3(threads), arguments, 0, static_cast<cudaStream_t>(stream));
-        if (error != cudaSuccess)
-            fail(DDP_ERR_BACKEND, std::string("launching the bucket copy kernel failed (") + cudaGetErrorName(error) +
-                                      ": " + cudaGetErrorString(error) + ")");
+        check(cudaLaunchKernel(reinterpret_cast<const void*>(&copy_kernel), dim3(blocks, static_cast<unsigned>(n)),
+                               dim3(threads), arguments, 0, static_cast<cudaStream_t>(stream)),
+              "launching the bucket copy kernel");
     }
 }
 

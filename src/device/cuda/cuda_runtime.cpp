@@ -12,6 +12,7 @@
 
 #include "util/pending.hpp"
 #include "device/cuda/cuda.hpp"
+#include "device/cuda/cuda_check.hpp"
 #include "util/error.hpp"
 
 namespace ddp::cuda {
@@ -22,10 +23,6 @@ cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream);
 
 std::string error_text(cudaError_t error) {
     return std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
-}
-
-void check(cudaError_t error, const char* what) {
-    if (error != cudaSuccess) fail(DDP_ERR_BACKEND, std::string(what) + " failed (" + error_text(error) + ")");
 }
 
 // Whether the driver library exists at all (the runtime reports a missing
@@ -48,6 +45,10 @@ private:
 };
 
 }  // namespace
+
+void check(cudaError_t error, const char* what) {
+    if (error != cudaSuccess) fail(DDP_ERR_BACKEND, std::string(what) + " failed (" + error_text(error) + ")");
+}
 
 namespace {
 

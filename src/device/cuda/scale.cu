@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "device/cuda/cuda.hpp"
+#include "device/cuda/cuda_check.hpp"
 #include "util/error.hpp"
 
 namespace ddp::cuda {
@@ -66,9 +67,7 @@ void load_divide_kernels() {
                                reinterpret_cast<const void*>(&divide_kernel<BF16, float>),
                                reinterpret_cast<const void*>(&divide_kernel<F32, float>),
                                reinterpret_cast<const void*>(&divide_kernel<F64, double>)})
-        if (const cudaError_t error = cudaFuncGetAttributes(&attributes, kernel); error != cudaSuccess)
-            fail(DDP_ERR_BACKEND, std::string("loading the AVG division kernels failed (") + cudaGetErrorName(error) +
-                                      ": " + cudaGetErrorString(error) + ")");
+        check(cudaFuncGetAttributes(&attributes, kernel), "loading the AVG division kernels");
 }
 
 void divide_on_device(void* data, int64_t count, ddp_dtype dtype, double divisor, void* stream) {
@@ -81,9 +80,7 @@ void divide_on_device(void* data, int64_t count, ddp_dtype dtype, double divisor
     case DDP_DTYPE_F64: error = launch<F64, double>(data, count, divisor, stream); break;
     default: fail(DDP_ERR_INTERNAL, "divide_on_device called with an integer dtype");
     }
-    if (error != cudaSuccess)
-        fail(DDP_ERR_BACKEND, std::string("launching the AVG division kernel failed (") + cudaGetErrorName(error) +
-                                  ": " + cudaGetErrorString(error) + ")");
+    check(error, "launching the AVG division kernel");
 }
 
 }  // namespace ddp::cuda

@@ -9,7 +9,7 @@ namespace ddp {
 
 inline constexpr Capability local_capabilities[] = {
     {.ops = {DataOp::allreduce, DataOp::reduce, DataOp::broadcast, DataOp::allgather, DataOp::reduce_scatter,
-             DataOp::alltoall}},
+             DataOp::exchange}},
 };
 
 }  // namespace ddp

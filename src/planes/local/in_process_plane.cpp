@@ -39,22 +39,19 @@ void combine_in_rank_order(std::span<const std::byte* const> inputs, int64_t fir
     }
 }
 
+/// Bytes of one rank's buffer.
+struct Extent {
+    const std::byte* first;
+    size_t bytes;
+    size_t rank;
+    bool output;
+};
+
 /// Ranks must bring buffers of their own: where one rank's output overlaps
 /// another rank's output or input, both would write it, or one would read
 /// what the other writes. Every rank sees the same pointers, so every rank
-/// refuses alike, before any writes. `send_bytes` 0: the operation is in place.
-void refuse_shared_buffers(const Round& round, size_t recv_bytes, size_t send_bytes) {
-    struct Extent {
-        const std::byte* first;
-        size_t bytes;
-        size_t rank;
-        bool output;
-    };
-    std::vector<Extent> extents;
-    for (size_t rank = 0; rank < round.recv.size(); ++rank) {
-        extents.push_back({round.recv[rank], recv_bytes, rank, true});
-        if (send_bytes > 0) extents.push_back({round.send[rank], send_bytes, rank, false});
-    }
+/// refuses alike, before any writes.
+void refuse_overlaps(std::vector<Extent> extents) {
     std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.first < b.first; });
     const Extent* reaching = nullptr;  // of those before, the one that ends last
     for (const Extent& extent : extents) {
@@ -67,6 +64,35 @@ void refuse_shared_buffers(const Round& round, size_t recv_bytes, size_t send_by
                      " passed overlapping buffers; each rank of a group from ddp_init_local needs its own");
         if (reaching == nullptr || extent.first + extent.bytes > reaching->first + reaching->bytes) reaching = &extent;
     }
+}
+
+/// refuse_overlaps for every rank's `recv_bytes` output and `send_bytes`
+/// input (0: the operation is in place).
+void refuse_shared_buffers(const Round& round, size_t recv_bytes, size_t send_bytes) {
+    std::vector<Extent> extents;
+    for (size_t rank = 0; rank < round.recv.size(); ++rank) {
+        extents.push_back({round.recv[rank], recv_bytes, rank, true});
+        if (send_bytes > 0) extents.push_back({round.send[rank], send_bytes, rank, false});
+    }
+    refuse_overlaps(std::move(extents));
+}
+
+/// Every rank's exchange in the round, by rank.
+std::vector<const Exchange*> exchanges_of(const Round& round) {
+    std::vector<const Exchange*> exchanges;
+    for (const std::shared_ptr<const Exchange>& exchange : round.exchanges) exchanges.push_back(exchange.get());
+    return exchanges;
+}
+
+/// refuse_overlaps for every rank's receives and sends.
+void refuse_shared_exchange_buffers(const Round& round) {
+    std::vector<Extent> extents;
+    for (size_t rank = 0; rank < round.exchanges.size(); ++rank) {
+        for (const Receive& receive : round.exchanges[rank]->receives)
+            extents.push_back({receive.data, receive.bytes, rank, true});
+        for (const Send& send : round.exchanges[rank]->sends) extents.push_back({send.data, send.bytes, rank, false});
+    }
+    refuse_overlaps(std::move(extents));
 }
 
 /// Ranks meet in data round k because each starts its k-th operation there
@@ -90,12 +116,14 @@ void refuse_different_operations(const Round& round, int rank, uint64_t number) 
 std::span<const Capability> InProcessPlane::capabilities() const { return local_capabilities; }
 
 std::unique_ptr<Pending> InProcessPlane::start(const void* send, void* recv, Shape shape,
-                                               std::function<void(Round&)> work) {
+                                               std::function<void(Round&)> work,
+                                               std::shared_ptr<const Exchange> exchange) {
     const uint64_t number = next_round_.fetch_add(1, std::memory_order_relaxed);
     std::shared_ptr<Round> round = group_->round(Lane::data, number);
     round->send[static_cast<size_t>(rank_)] = static_cast<const std::byte*>(send);
     round->recv[static_cast<size_t>(rank_)] = static_cast<std::byte*>(recv);
     round->shapes[static_cast<size_t>(rank_)] = shape;
+    round->exchanges[static_cast<size_t>(rank_)] = std::move(exchange);
     group_->count_in(round->arrived);
     auto checked = [rank = rank_, number, work = std::move(work)](Round& met) {
         refuse_different_operations(met, rank, number);
@@ -165,23 +193,33 @@ std::unique_ptr<Pending> InProcessPlane::start_reduce_scatter(const void* send, 
     });
 }
 
-std::unique_ptr<Pending> InProcessPlane::start_alltoall(const void* send, void* recv, int64_t count,
-                                                        ddp_dtype dtype) {
-    return start(send, recv, {DataOp::alltoall, count, dtype, 0}, [this, count, dtype](Round& round) {
-        const auto block = static_cast<size_t>(count) * element_size(dtype);
-        refuse_shared_buffers(round, block * round.recv.size(), block * round.send.size());
-        std::byte* out = round.recv[static_cast<size_t>(rank_)];
-        for (size_t p = 0; p < round.send.size(); ++p)
-            std::memcpy(out + p * block, round.send[p] + static_cast<size_t>(rank_) * block, block);
-    });
+std::unique_ptr<Pending> InProcessPlane::start_exchange(Exchange exchange) {
+    return start(
+        nullptr, nullptr, {DataOp::exchange, 0, DDP_DTYPE_U8, 0},
+        [this](Round& round) {
+            refuse_shared_exchange_buffers(round);
+            // Every rank matches every rank's receives, so that one that no
+            // send meets fails them all alike, before any copy.
+            const std::vector<const Exchange*> exchanges = exchanges_of(round);
+            std::vector<Meeting> mine;
+            for (size_t rank = 0; rank < exchanges.size(); ++rank) {
+                std::vector<Meeting> meetings = meetings_of(exchanges, 0, rank);
+                if (rank == static_cast<size_t>(rank_)) mine = std::move(meetings);
+            }
+            for (const Meeting& meeting : mine)
+                std::memcpy(meeting.receive->data, meeting.send->data, meeting.receive->bytes);
+        },
+        std::make_shared<const Exchange>(std::move(exchange)));
 }
 
-std::unique_ptr<Pending> InProcessPlane::start_on_root(const void* send, void* recv, size_t recv_bytes, Shape shape,
-                                                       int root, RootWork work) {
-    return start(send, recv, shape, [this, recv_bytes, root, work = std::move(work)](Round& round) {
-        refuse_shared_buffers(round, recv_bytes, 0);
-        if (rank_ == root) work(round.send, round.recv);
-    });
+std::unique_ptr<Pending> InProcessPlane::start_exchange_on_root(Exchange exchange, int root, RootWork work) {
+    return start(
+        nullptr, nullptr, {DataOp::exchange, root, DDP_DTYPE_U8, 1},
+        [this, root, work = std::move(work)](Round& round) {
+            refuse_shared_exchange_buffers(round);
+            if (rank_ == root) work(exchanges_of(round));
+        },
+        std::make_shared<const Exchange>(std::move(exchange)));
 }
 
 }  // namespace ddp::local

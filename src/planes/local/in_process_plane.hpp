@@ -3,7 +3,8 @@
 // pass over memory: rank r combines part r of every rank's buffer, in rank
 // order (so every rank gets the same bits), and writes the result into
 // part r of every buffer; no segment, no copy in between. The other
-// operations copy straight from the peers' inputs into this rank's output.
+// operations copy straight from the peers' inputs into this rank's output
+// (an exchange: each rank copies what its peers send it).
 // Every operation ends when every rank has done its part, since until then
 // peers read or write this rank's memory.
 #pragma once
@@ -32,25 +33,24 @@ public:
     std::unique_ptr<Pending> start_allgather(const void* send, void* recv, int64_t count, ddp_dtype dtype) override;
     std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count, ddp_dtype dtype,
                                                   ddp_op op) override;
-    std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) override;
+    std::unique_ptr<Pending> start_exchange(Exchange exchange) override;
 
-    /// What rank `root` does with every rank's buffers (`sends`, `recvs` by rank).
-    using RootWork = std::function<void(std::span<const std::byte* const> sends, std::span<std::byte* const> recvs)>;
-    /// Every rank's buffers handed to rank `root`, which runs `work` on them
+    /// What rank `root` does with every rank's exchange (by rank).
+    using RootWork = std::function<void(std::span<const Exchange* const> exchanges)>;
+    /// Every rank's exchange handed to rank `root`, which runs `work` on it
     /// once every rank is there; the others do nothing but wait until it
-    /// has, since their buffers are its until then. Ranks whose `recv_bytes`
-    /// outputs overlap are refused on every rank. How a group across
-    /// processes x threads gathers its threads' blocks on thread 0, and hands
-    /// results back, without a copy of every thread's on every thread
-    /// (mixed_plane.cpp's alltoall).
-    std::unique_ptr<Pending> start_on_root(const void* send, void* recv, size_t recv_bytes, Shape shape, int root,
-                                           RootWork work);
+    /// has, since their buffers are its until then. Ranks whose receives
+    /// overlap are refused on every rank. How a group across processes x
+    /// threads hands its threads' sends and receives to thread 0, which
+    /// moves them (mixed_plane.cpp's exchange).
+    std::unique_ptr<Pending> start_exchange_on_root(Exchange exchange, int root, RootWork work);
 
 private:
-    /// Joins this rank's next data round with its buffers and `shape`;
-    /// `work` is its part once every rank is there (refused, DDP_ERR_INTERNAL,
-    /// where the ranks' shapes differ).
-    std::unique_ptr<Pending> start(const void* send, void* recv, Shape shape, std::function<void(Round&)> work);
+    /// Joins this rank's next data round with its buffers (or `exchange`) and
+    /// `shape`; `work` is its part once every rank is there (refused,
+    /// DDP_ERR_INTERNAL, where the ranks' shapes differ).
+    std::unique_ptr<Pending> start(const void* send, void* recv, Shape shape, std::function<void(Round&)> work,
+                                   std::shared_ptr<const Exchange> exchange = nullptr);
 
     std::shared_ptr<Group> group_;
     int rank_;

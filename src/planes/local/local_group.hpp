@@ -19,6 +19,7 @@
 
 #include "control/channel.hpp"
 #include "planes/capabilities.hpp"
+#include "planes/exchange.hpp"
 #include "planes/shm/doorbell.hpp"
 
 namespace ddp::local {
@@ -38,12 +39,16 @@ struct Shape {
 struct Round {
     explicit Round(int size)
         : words(static_cast<size_t>(size)), bytes(static_cast<size_t>(size)), send(static_cast<size_t>(size)),
-          recv(static_cast<size_t>(size)), shapes(static_cast<size_t>(size)) {}
+          recv(static_cast<size_t>(size)), shapes(static_cast<size_t>(size)),
+          exchanges(static_cast<size_t>(size)) {}
     std::vector<std::vector<uint64_t>> words;   ///< control: each rank's words
     std::vector<std::vector<std::byte>> bytes;  ///< control: each rank's small buffer to reduce
     std::vector<const std::byte*> send;         ///< data: each rank's input
     std::vector<std::byte*> recv;               ///< data: each rank's output (in place: the input)
     std::vector<Shape> shapes;                  ///< data: each rank's operation
+    /// Data: each rank's sends and receives (DataOp::exchange), kept by the
+    /// round: a peer may read them after the rank's own operation is gone.
+    std::vector<std::shared_ptr<const Exchange>> exchanges;
     std::atomic<int> arrived{0};
     std::atomic<int> finished{0};  ///< data: ranks that did their part (peers may write until all have)
     std::atomic<int> left{0};

@@ -8,7 +8,7 @@ namespace ddp {
 
 inline constexpr Capability mixed_capabilities[] = {
     {.ops = {DataOp::allreduce, DataOp::reduce, DataOp::broadcast, DataOp::allgather, DataOp::reduce_scatter,
-             DataOp::alltoall}},
+             DataOp::exchange}},
 };
 
 }  // namespace ddp

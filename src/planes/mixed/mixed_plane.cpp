@@ -1,5 +1,6 @@
 #include "planes/mixed/mixed_plane.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -124,51 +125,59 @@ std::unique_ptr<Pending> MixedPlane::start_reduce_scatter(const void* send, void
     return Chain::start(std::move(steps), {sum, blocks});
 }
 
-// Thread 0 takes every thread's blocks of its process straight from their
-// inputs, laid out by the process they go to, exchanges them with the
-// other processes' threads 0 in one alltoall of threads x threads blocks
-// each, and puts the blocks addressed to each thread straight into its
-// output, in rank order: thread 0 holds two buffers of threads times its
-// input for the call, the other threads none.
-std::unique_ptr<Pending> MixedPlane::start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) {
-    if (link_->processes() == 1) return first_.start_alltoall(send, recv, count, dtype);
-    const int64_t n = threads(), processes = link_->processes();
-    if (n * n * count > std::numeric_limits<int>::max())
-        fail(DDP_ERR_UNSUPPORTED, "alltoall of " + std::to_string(count) + " elements per block on " +
-                                      std::to_string(n) + " threads per process: the blocks between two processes, " +
-                                      std::to_string(n * n * count) + " elements, exceed one MPI count");
-    const auto block = static_cast<size_t>(count) * element_size(dtype);
-    const auto ranks = static_cast<size_t>(processes * n);
-    const auto threads_n = static_cast<size_t>(n);
-    const size_t exchanged = ranks * threads_n * block;  // every block into or out of a process
-    Bytes outgoing = leads() ? bytes_of(exchanged) : nullptr;  // [process to][thread from][thread to]
-    Bytes incoming = leads() ? bytes_of(exchanged) : nullptr;  // [process from][thread from][thread to]
-    const local::Shape shape{DataOp::alltoall, count, dtype, 0};
+// Thread 0 moves its process's part: it takes every thread's sends and
+// receives (their buffers stay where they lie), copies those between the
+// process's own threads, and exchanges the rest with the other processes'
+// threads 0 straight from and into the threads' buffers; the threads meet
+// again once it has, since their buffers are its until then.
+std::unique_ptr<Pending> MixedPlane::start_exchange(Exchange exchange) {
+    if (link_->processes() == 1) return first_.start_exchange(std::move(exchange));
+    auto between = std::make_shared<Exchange>();  // thread 0's, with the other processes
     std::vector<Chain::Step> steps;
-    steps.push_back(Chain::step([=, this] {
-        return first_.start_on_root(send, nullptr, 0, shape, 0, [=](auto sends, auto) {
-            for (size_t from = 0; from < threads_n; ++from)
-                for (size_t to = 0; to < ranks; ++to) {
-                    const size_t process_to = to / threads_n, thread_to = to % threads_n;
-                    std::memcpy(outgoing->data() + ((process_to * threads_n + from) * threads_n + thread_to) * block,
-                                sends[from] + to * block, block);
-                }
+    steps.push_back(Chain::step([=, this, mine = std::move(exchange)] {
+        return first_.start_exchange_on_root(mine, 0, [=, this](std::span<const Exchange* const> by_thread) {
+            *between = moved_within_process(by_thread);
         });
     }));
+    // Every process asks for the same plane: their byte counts may differ.
     if (leads())
         steps.push_back(across([=, this] {
-            return link_->plane_for(DataOp::alltoall, dtype, DDP_OP_SUM, static_cast<int64_t>(exchanged))
-                .start_alltoall(outgoing->data(), incoming->data(), n * n * count, dtype);
+            return link_->plane_for(DataOp::exchange, DDP_DTYPE_U8, DDP_OP_SUM, 0).start_exchange(*between);
         }));
-    steps.push_back(meet_again([=, this] {
-        return again_.start_on_root(nullptr, recv, ranks * block, shape, 0, [=](auto, auto recvs) {
-            for (size_t thread = 0; thread < threads_n; ++thread)
-                for (size_t from = 0; from < ranks; ++from)
-                    std::memcpy(recvs[thread] + from * block, incoming->data() + (from * threads_n + thread) * block,
-                                block);
-        });
-    }));
-    return Chain::start(std::move(steps), {outgoing, incoming});
+    steps.push_back(meet_again([=, this] { return again_.start_exchange(Exchange{}); }));
+    return Chain::start(std::move(steps), {between});
+}
+
+Exchange MixedPlane::moved_within_process(std::span<const Exchange* const> by_thread) const {
+    const int n = threads(), first = process() * n;
+    for (size_t thread = 0; thread < by_thread.size(); ++thread)
+        for (const Meeting& meeting : meetings_of(by_thread, first, thread))
+            std::memcpy(meeting.receive->data, meeting.send->data, meeting.receive->bytes);
+    // A process's messages to another go in the order of (sending thread,
+    // receiving thread), which both processes know, and in each thread's own
+    // order within that: the k-th send meets the k-th receive.
+    struct Ordered {
+        int sender, receiver;  // threads
+        bool operator<(const Ordered& other) const {
+            return std::pair(sender, receiver) < std::pair(other.sender, other.receiver);
+        }
+    };
+    std::vector<std::pair<Ordered, Send>> sends;
+    std::vector<std::pair<Ordered, Receive>> receives;
+    for (int thread = 0; thread < n; ++thread) {
+        for (const Send& send : by_thread[static_cast<size_t>(thread)]->sends)
+            if (send.peer / n != process()) sends.push_back({{thread, send.peer % n}, {send.peer / n, send.data, send.bytes}});
+        for (const Receive& receive : by_thread[static_cast<size_t>(thread)]->receives)
+            if (receive.peer / n != process())
+                receives.push_back({{receive.peer % n, thread}, {receive.peer / n, receive.data, receive.bytes}});
+    }
+    auto by_order = [](const auto& a, const auto& b) { return a.first < b.first; };
+    std::stable_sort(sends.begin(), sends.end(), by_order);
+    std::stable_sort(receives.begin(), receives.end(), by_order);
+    Exchange between;
+    for (const auto& [order, send] : sends) between.sends.push_back(send);
+    for (const auto& [order, receive] : receives) between.receives.push_back(receive);
+    return between;
 }
 
 }  // namespace ddp::mixed

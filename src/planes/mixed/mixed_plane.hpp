@@ -40,12 +40,16 @@ public:
     std::unique_ptr<Pending> start_allgather(const void* send, void* recv, int64_t count, ddp_dtype dtype) override;
     std::unique_ptr<Pending> start_reduce_scatter(const void* send, void* recv, int64_t count, ddp_dtype dtype,
                                                   ddp_op op) override;
-    std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) override;
+    std::unique_ptr<Pending> start_exchange(Exchange exchange) override;
 
 private:
     bool leads() const { return thread_ == 0; }
     int threads() const { return link_->threads(); }
     int process() const { return link_->process(); }
+    /// On thread 0, every thread's exchange at hand: copies what the
+    /// process's threads send each other, and returns what crosses to the
+    /// other processes as one exchange between processes.
+    Exchange moved_within_process(std::span<const Exchange* const> by_thread) const;
     /// A step of thread 0 to the other processes, in its turn.
     Chain::Step across(std::function<std::unique_ptr<Pending>()> start) {
         return Chain::step(gates_.processes, std::move(start));

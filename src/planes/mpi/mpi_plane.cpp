@@ -16,6 +16,9 @@ namespace {
 // latency-bound sizes, where MPI_Iallreduce is slowest (recursive_doubling.hpp).
 constexpr int64_t small_allreduce_bytes = 16384;
 
+/// The next piece of a message with `left` bytes to go: at most one MPI count.
+int piece_of(size_t left) { return static_cast<int>(std::min(left, static_cast<size_t>(max_chunk))); }
+
 class MpiPlane final : public HostPlane {
 public:
     explicit MpiPlane(MpiDataComm& data) : data_(data) {}
@@ -99,13 +102,23 @@ public:
         return requests;
     }
 
-    std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) override {
-        // The C boundary keeps a block within one MPI count (core/collectives/takes.hpp).
+    // Receives first, then sends, all under one tag: MPI keeps the messages
+    // between two ranks under one tag in order, which is the exchange's
+    // k-th-meets-k-th rule. Longer than an MPI count, in pieces cut alike on
+    // both sides; empty ones, skipped alike.
+    std::unique_ptr<Pending> start_exchange(Exchange exchange) override {
         auto requests = std::make_unique<Requests>();
-        const MPI_Datatype type = mpi_type(dtype);
-        check(MPI_Ialltoall(send, static_cast<int>(count), type, recv, static_cast<int>(count), type, data_.comm,
-                            requests->add()),
-              "MPI_Ialltoall");
+        const int tag = data_.next_tag();
+        for (const Receive& receive : exchange.receives)
+            for (size_t done = 0; done < receive.bytes; done += static_cast<size_t>(max_chunk))
+                check(MPI_Irecv(receive.data + done, piece_of(receive.bytes - done), MPI_BYTE, receive.peer, tag,
+                                data_.comm, requests->add()),
+                      "MPI_Irecv");
+        for (const Send& send : exchange.sends)
+            for (size_t done = 0; done < send.bytes; done += static_cast<size_t>(max_chunk))
+                check(MPI_Isend(send.data + done, piece_of(send.bytes - done), MPI_BYTE, send.peer, tag, data_.comm,
+                                requests->add()),
+                      "MPI_Isend");
         return requests;
     }
 

@@ -1,5 +1,5 @@
 // What the nccl plane implements, on device memory: every data operation
-// (alltoall as a group of ncclSend and ncclRecv),
+// (exchange as a group of ncclSend and ncclRecv),
 // except float MIN and MAX (NCCL's do not promise to propagate NaN, so those
 // are staged through the host planes instead). AVG is SUM, then a division
 // on the GPU.
@@ -17,7 +17,7 @@ inline constexpr Capability nccl_capabilities[] = {
      .dtypes = integer_dtypes,
      .reductions = {DDP_OP_MIN, DDP_OP_MAX},
      .memory = Memory::device},
-    {.ops = {DataOp::broadcast, DataOp::allgather, DataOp::alltoall}, .memory = Memory::device},
+    {.ops = {DataOp::broadcast, DataOp::allgather, DataOp::exchange}, .memory = Memory::device},
 };
 
 }  // namespace ddp

@@ -168,25 +168,18 @@ public:
         if (op == DDP_OP_AVG) divide_by_size(outputs, stream);
     }
 
-    // One group: to each rank its block of every input, from each rank its
-    // block of every output (NCCL has no alltoall of its own).
-    void alltoall(std::span<const ddp_tensor> inputs, std::span<const ddp_tensor> outputs, void* stream,
-                  Clock::time_point deadline) override {
-        const int ranks = channel_.size();
-        pairs_of(inputs, outputs, deadline, "ncclSend/ncclRecv",
-                 [&](const ddp_tensor& in, const ddp_tensor& out, const NcclLibrary& nccl, ncclComm_t comm) {
-                     const size_t block = byte_size(in) / static_cast<size_t>(ranks);
-                     for (int peer = 0; peer < ranks; ++peer) {
-                         const size_t at = block * static_cast<size_t>(peer);
-                         const ncclResult_t sent = nccl.send(static_cast<const std::byte*>(in.data) + at, block,
-                                                             ncclUint8, peer, comm, static_cast<cudaStream_t>(stream));
-                         if (sent != ncclSuccess) return sent;
-                         const ncclResult_t received = nccl.recv(static_cast<std::byte*>(out.data) + at, block,
-                                                                 ncclUint8, peer, comm, static_cast<cudaStream_t>(stream));
-                         if (received != ncclSuccess) return received;
-                     }
-                     return ncclSuccess;
-                 });
+    // One group of ncclSend and ncclRecv: NCCL keeps the messages between
+    // two ranks in order, which is the exchange's k-th-meets-k-th rule.
+    void exchange(const Exchange& exchange, void* stream, Clock::time_point deadline) override {
+        const char* what = "ncclSend/ncclRecv";
+        in_group(deadline, what, [&](const NcclLibrary& nccl, ncclComm_t comm) {
+            const auto on = static_cast<cudaStream_t>(stream);
+            for (const Send& send : exchange.sends)
+                if (send.bytes > 0) comm_->check(nccl.send(send.data, send.bytes, ncclUint8, send.peer, comm, on), what);
+            for (const Receive& receive : exchange.receives)
+                if (receive.bytes > 0)
+                    comm_->check(nccl.recv(receive.data, receive.bytes, ncclUint8, receive.peer, comm, on), what);
+        });
     }
 
     std::shared_ptr<cuda::Event> watch(void* stream, Clock::time_point deadline, std::string what,
@@ -211,16 +204,20 @@ private:
     /// One NCCL group with `call` (named `what`) on every non-empty tensor.
     template <typename Call>
     void group_of(std::span<const ddp_tensor> tensors, Clock::time_point deadline, const char* what, Call call) {
+        in_group(deadline, what, [&](const NcclLibrary& nccl, ncclComm_t comm) {
+            for (const ddp_tensor& t : tensors)
+                if (t.count > 0) comm_->check(call(t, nccl, comm), what);
+        });
+    }
+
+    /// One NCCL group of the calls `body` makes (named `what`).
+    template <typename Body>
+    void in_group(Clock::time_point deadline, const char* what, Body body) {
         const std::string group_end = std::string("ncclGroupEnd after ") + what;
         try {
             // After this rank's own allocations (fusion_.pack), before its launch.
             if (gate_) gate_->pass(channel_.rank(), deadline, [this] { return stop_reason(); }, what);
-            comm_->group(
-                [&] {
-                    for (const ddp_tensor& t : tensors)
-                        if (t.count > 0) comm_->check(call(t, comm_->library(), comm_->get()), what);
-                },
-                deadline, group_end.c_str());
+            comm_->group([&] { body(comm_->library(), comm_->get()); }, deadline, group_end.c_str());
         } catch (const Error& error) {
             // NCCL may hold part of the group: nothing on this communicator can finish now.
             abort_nccl(error.status(), error.what());

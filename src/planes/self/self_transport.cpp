@@ -36,8 +36,10 @@ public:
         std::memcpy(recv, send, static_cast<size_t>(count) * element_size(dtype));
         return nullptr;
     }
-    std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) override {
-        std::memcpy(recv, send, static_cast<size_t>(count) * element_size(dtype));
+    std::unique_ptr<Pending> start_exchange(Exchange exchange) override {
+        const Exchange* only = &exchange;
+        for (const Meeting& meeting : meetings_of(std::span(&only, 1), 0, 0))
+            std::memcpy(meeting.receive->data, meeting.send->data, meeting.receive->bytes);
         return nullptr;
     }
 

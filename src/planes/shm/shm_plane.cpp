@@ -167,8 +167,8 @@ public:
     struct Args {
         DataOp kind;
         std::byte* data;        ///< allreduce, reduce, broadcast: in place; the others: recv
-        const std::byte* send;  ///< allgather, reduce_scatter, alltoall
-        int64_t count;          ///< elements (broadcast: bytes); allgather, reduce_scatter, alltoall: per rank
+        const std::byte* send;  ///< allgather, reduce_scatter
+        int64_t count;          ///< elements (broadcast: bytes); allgather, reduce_scatter: per rank
         ddp_dtype dtype;
         ddp_op op;
         int root;
@@ -179,9 +179,8 @@ public:
         : state_(std::move(state)), args_(without_pieces(args)), pieces_(args.pieces),
           element_(args.kind == DataOp::broadcast ? 1 : static_cast<int64_t>(element_size(args.dtype))) {
         const auto per_chunk = static_cast<int64_t>(chunk_bytes) / element_;
-        // reduce_scatter and alltoall post a piece of every rank's block each step.
-        const bool by_block = args.kind == DataOp::reduce_scatter || args.kind == DataOp::alltoall;
-        per_step_ = by_block ? std::max<int64_t>(1, per_chunk / state_->size()) : per_chunk;
+        // reduce_scatter posts a piece of every rank's block each step.
+        per_step_ = args.kind == DataOp::reduce_scatter ? std::max<int64_t>(1, per_chunk / state_->size()) : per_chunk;
         steps_ = (args.count + per_step_ - 1) / per_step_;
         done_ = steps_ == 0;
     }
@@ -280,13 +279,11 @@ private:
             break;
         case DataOp::allgather: to_buffer(mine, at(args_.send, offset()), bytes(n)); break;
         case DataOp::reduce_scatter:
-        case DataOp::alltoall:
-            // Piece `step` of every rank's block, block after block (alltoall's
-            // own block stays: only this rank reads it, from its input).
+            // Piece `step` of every rank's block, block after block.
             for (int block = 0; block < state_->size(); ++block)
-                if (args_.kind == DataOp::reduce_scatter || block != me())
-                    to_buffer(at(mine, block * n), at(args_.send, block * args_.count + offset()), bytes(n));
+                to_buffer(at(mine, block * n), at(args_.send, block * args_.count + offset()), bytes(n));
             break;
+        case DataOp::exchange: break;  // not in the table
         }
     }
 
@@ -321,8 +318,8 @@ private:
         case DataOp::allreduce: return state_->all_reached(reduced, s);
         case DataOp::reduce: return me() != args_.root || state_->all_reached(reduced, s);
         case DataOp::broadcast: return me() == args_.root || state_->flag(args_.root, posted) >= s;
-        case DataOp::allgather:
-        case DataOp::alltoall: return state_->all_reached(posted, s);
+        case DataOp::allgather: return state_->all_reached(posted, s);
+        case DataOp::exchange: break;
         case DataOp::reduce_scatter: return true;
         }
         return true;
@@ -354,15 +351,8 @@ private:
                 if (block != from) std::memcpy(block, from, bytes(n));
             }
             break;
-        case DataOp::reduce_scatter: break;
-        case DataOp::alltoall:
-            // Every rank's piece of the block meant for this rank, into that rank's block.
-            for (int rank = 0; rank < state_->size(); ++rank) {
-                const std::byte* from = rank == me() ? at(args_.send, me() * args_.count + offset())
-                                                     : at(state_->buffer(rank, s), me() * n);
-                std::memcpy(at(args_.data, rank * args_.count + offset()), from, bytes(n));
-            }
-            break;
+        case DataOp::reduce_scatter:
+        case DataOp::exchange: break;
         }
     }
 
@@ -410,10 +400,6 @@ public:
                                                   ddp_op op) override {
         return start({DataOp::reduce_scatter, static_cast<std::byte*>(recv), static_cast<const std::byte*>(send),
                       count, dtype, op, 0});
-    }
-    std::unique_ptr<Pending> start_alltoall(const void* send, void* recv, int64_t count, ddp_dtype dtype) override {
-        return start({DataOp::alltoall, static_cast<std::byte*>(recv), static_cast<const std::byte*>(send), count,
-                      dtype, DDP_OP_SUM, 0});
     }
 
 private:
