@@ -167,6 +167,10 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
     if (broken()) fail_broken("", std::move(pending));
     const trace::Span span(trace_.timeline, "wait", trace::Row::work, call.sequence);
     const auto start = Clock::now();
+    // A wait spins for spin_ from the operation's last step, not from its
+    // start: a long operation whose peers keep moving never sleeps.
+    auto spin_from = start;
+    uint64_t progress = pending->progress();
     auto next_control = start + control_interval;
     auto next_liveness = start + liveness_interval;
     int64_t asleep_from_ns = 0;  // when this wait first slept (0: it has not)
@@ -192,7 +196,11 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
             next_liveness = now + liveness_interval;
         }
         if (now > call.deadline) give_up(call, std::move(pending));
-        if (now - start < spin_) continue;
+        if (const uint64_t moved = pending->progress(); moved != progress) {
+            progress = moved;
+            spin_from = now;
+        }
+        if (now - spin_from < spin_) continue;
         // A peer off its core gets the core back sooner from a rank asleep.
         if (test_or_abandon(call, pending, start, std::min({next_control, next_liveness, call.deadline}))) {
             slept(now);

@@ -14,6 +14,7 @@ public:
         : memory_(std::move(memory)), operation_(std::move(operation)) {}
     bool test() override { return operation_->test(); }
     bool sleep(Clock::time_point until) override { return operation_->sleep(until); }
+    uint64_t progress() const override { return operation_->progress(); }
 
 private:
     std::shared_ptr<void> memory_;

@@ -31,6 +31,10 @@ struct Receive {
 struct Exchange {
     std::vector<Send> sends;
     std::vector<Receive> receives;
+    /// At least the bytes of every rank's sends to any one rank, together;
+    /// the same on every rank (a plane that moves every pair's bytes in
+    /// steps of one size, the shared-memory plane, counts its steps by it).
+    size_t largest = 0;
 
     size_t bytes_sent() const {
         size_t total = 0;

@@ -1,9 +1,14 @@
 // The contended mode (control/contention.hpp): said once when a wait for
 // data first sleeps, once when enough waits in a row end while spinning,
-// and not per wait in between; and where ranks outnumber their CPUs.
+// and not per wait in between; where ranks outnumber their CPUs; and when a
+// wait sleeps at all: only once its operation stopped moving for its spin.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <thread>
+
 #include "control/contention.hpp"
+#include "control/control_plane.hpp"
 #include "planes/transport.hpp"
 
 namespace {
@@ -54,3 +59,57 @@ TEST(CpuShare, ALocalGroupCountsItsThreadsAgainstTheProcessCpus) {
     EXPECT_EQ(crowded.ranks_in_process, alone.process_cpus + 1);
     EXPECT_TRUE(crowded.outnumbered());
 }
+
+namespace {
+
+/// An operation that gets a step further at each test while `moving` says
+/// so (given its age), and finishes once `lasts` has passed; it counts its
+/// waiter's sleeps.
+class Operation final : public ddp::Pending {
+public:
+    Operation(std::function<bool(ddp::Clock::duration)> moving, ddp::Clock::duration lasts, int& sleeps)
+        : moving_(std::move(moving)), lasts_(lasts), sleeps_(sleeps) {}
+    bool test() override {
+        const auto age = ddp::Clock::now() - started_;
+        if (moving_(age)) ++steps_;
+        return age >= lasts_;
+    }
+    bool sleep(ddp::Clock::time_point) override {
+        ++sleeps_;
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+        return true;
+    }
+    uint64_t progress() const override { return steps_; }
+
+private:
+    std::function<bool(ddp::Clock::duration)> moving_;
+    ddp::Clock::duration lasts_;
+    int& sleeps_;
+    uint64_t steps_ = 0;
+    const ddp::Clock::time_point started_ = ddp::Clock::now();
+};
+
+/// How many times one wait for such an operation's data slept.
+int sleeps_of_a_wait(std::function<bool(ddp::Clock::duration)> moving, ddp::Clock::duration lasts) {
+    const std::unique_ptr<ddp::Transport> self = ddp::make_self_transport();
+    ddp::ControlPlane control(self->channel(), 60, 60, 0);
+    int sleeps = 0;
+    ddp::CallContext call = control.begin(ddp::CollectiveKind::allreduce, 0);
+    control.wait(call, std::make_unique<Operation>(std::move(moving), lasts, sleeps), ddp::WaitStyle::for_data);
+    control.end();
+    return sleeps;
+}
+
+}  // namespace
+
+// A long operation of many steps whose peers keep moving (the shared-memory
+// plane's chunks) spins: a sleep would cost a wake at every step.
+TEST(Waits, AWaitWhoseOperationKeepsMovingNeverSleeps) {
+    EXPECT_EQ(sleeps_of_a_wait([](auto) { return true; }, 10 * ddp::hot_spin), 0);
+}
+
+TEST(Waits, AWaitWhoseOperationStopsMovingSleepsAfterItsSpin) {
+    const auto moves_until = 2 * ddp::hot_spin;
+    EXPECT_GT(sleeps_of_a_wait([=](auto age) { return age < moves_until; }, 10 * ddp::hot_spin), 0);
+}
+

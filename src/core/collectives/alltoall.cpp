@@ -20,6 +20,7 @@ namespace {
 
 /// Block j of `send` to rank j, and rank j's block into block j of `recv`.
 void add_blocks(Exchange& exchange, const std::byte* send, std::byte* recv, size_t block, int ranks) {
+    exchange.largest += block;
     for (int rank = 0; rank < ranks; ++rank) {
         const size_t at = block * static_cast<size_t>(rank);
         exchange.sends.push_back({rank, send + at, block});

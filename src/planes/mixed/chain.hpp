@@ -84,6 +84,9 @@ public:
     /// not where it cannot (an MPI request, which progresses only when
     /// tested) or while waiting its turn at a gate.
     bool sleep(Clock::time_point until) override { return current_ && current_->sleep(until); }
+    /// Moves with each step passed and within the step in progress (a
+    /// waiter compares the values, not their order).
+    uint64_t progress() const override { return next_ + (current_ ? current_->progress() : 0); }
 
 private:
     std::vector<std::shared_ptr<void>> buffers_;  // first: the operations below may point into them

@@ -139,10 +139,11 @@ std::unique_ptr<Pending> MixedPlane::start_exchange(Exchange exchange) {
             *between = moved_within_process(by_thread);
         });
     }));
-    // Every process asks for the same plane: their byte counts may differ.
+    // Every process asks for the same plane: by `largest`, the same on all.
     if (leads())
         steps.push_back(across([=, this] {
-            return link_->plane_for(DataOp::exchange, DDP_DTYPE_U8, DDP_OP_SUM, 0).start_exchange(*between);
+            const auto bytes = static_cast<int64_t>(between->largest) * link_->processes();
+            return link_->plane_for(DataOp::exchange, DDP_DTYPE_U8, DDP_OP_SUM, bytes).start_exchange(*between);
         }));
     steps.push_back(meet_again([=, this] { return again_.start_exchange(Exchange{}); }));
     return Chain::start(std::move(steps), {between});
@@ -175,6 +176,8 @@ Exchange MixedPlane::moved_within_process(std::span<const Exchange* const> by_th
     std::stable_sort(sends.begin(), sends.end(), by_order);
     std::stable_sort(receives.begin(), receives.end(), by_order);
     Exchange between;
+    // Each thread's largest is the same: every thread of one process sends another's at most n x n of them.
+    between.largest = static_cast<size_t>(n) * static_cast<size_t>(n) * by_thread.front()->largest;
     for (const auto& [order, send] : sends) between.sends.push_back(send);
     for (const auto& [order, receive] : receives) between.receives.push_back(receive);
     return between;

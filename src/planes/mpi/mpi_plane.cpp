@@ -1,6 +1,7 @@
 #include "planes/mpi/mpi_plane.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <span>
 
 #include "planes/mpi/capabilities.hpp"
@@ -105,17 +106,22 @@ public:
     // Receives first, then sends, all under one tag: MPI keeps the messages
     // between two ranks under one tag in order, which is the exchange's
     // k-th-meets-k-th rule. Longer than an MPI count, in pieces cut alike on
-    // both sides; empty ones, skipped alike.
+    // both sides; empty ones, skipped alike. What a rank sends itself it
+    // copies (a memcpy is quicker than MPI's way to itself).
     std::unique_ptr<Pending> start_exchange(Exchange exchange) override {
+        const Exchange* only = &exchange;
+        for (const Meeting& meeting : meetings_of(std::span(&only, 1), data_.rank, 0))
+            std::memcpy(meeting.receive->data, meeting.send->data, meeting.receive->bytes);
         auto requests = std::make_unique<Requests>();
         const int tag = data_.next_tag();
         for (const Receive& receive : exchange.receives)
-            for (size_t done = 0; done < receive.bytes; done += static_cast<size_t>(max_chunk))
+            for (size_t done = 0; done < receive.bytes && receive.peer != data_.rank;
+                 done += static_cast<size_t>(max_chunk))
                 check(MPI_Irecv(receive.data + done, piece_of(receive.bytes - done), MPI_BYTE, receive.peer, tag,
                                 data_.comm, requests->add()),
                       "MPI_Irecv");
         for (const Send& send : exchange.sends)
-            for (size_t done = 0; done < send.bytes; done += static_cast<size_t>(max_chunk))
+            for (size_t done = 0; done < send.bytes && send.peer != data_.rank; done += static_cast<size_t>(max_chunk))
                 check(MPI_Isend(send.data + done, piece_of(send.bytes - done), MPI_BYTE, send.peer, tag, data_.comm,
                                 requests->add()),
                       "MPI_Isend");

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -101,7 +102,12 @@ public:
     int rank() const { return rank_; }
     int size() const { return size_; }
     uint64_t flag(int rank, Flag which) const { return flags_.get(rank, which); }
-    void set(Flag which, uint64_t step) { flags_.set(which, step); }
+    void set(Flag which, uint64_t step) {
+        flags_.set(which, step);
+        moves_.fetch_add(1, std::memory_order_relaxed);
+    }
+    /// How many flags this rank has set: Pending::progress of its operations.
+    uint64_t moves() const { return moves_.load(std::memory_order_relaxed); }
     bool sleep_unless(const std::function<bool()>& moved, Clock::time_point until) {
         return flags_.sleep_unless(moved, until);
     }
@@ -147,6 +153,7 @@ public:
 private:
     std::shared_ptr<const Segment> segment_;
     shm::ProgressFlags flags_;
+    std::atomic<uint64_t> moves_{0};  // set under started's lock, read by any waiter
     int rank_, size_;
     std::optional<bool> stream_;
     uint64_t probes_ = 0, operations_since_probe_ = 0, bytes_since_probe_ = 0;  ///< under started's lock
@@ -161,6 +168,21 @@ struct Range {
 };
 Range part_of(int64_t n, int parts, int part) { return {n * part / parts, n * (part + 1) / parts}; }
 
+/// An exchange's sends to each rank, and its receives from each, as one
+/// stream per rank: the k-th send to a rank meets that rank's k-th receive,
+/// so the two streams between a pair hold the same bytes in the same order.
+struct Streams {
+    Streams() = default;
+    Streams(const Exchange& exchange, int ranks) : to(static_cast<size_t>(ranks)), from(static_cast<size_t>(ranks)) {
+        // Pieces only read what they gather from.
+        for (const Send& send : exchange.sends)
+            to[static_cast<size_t>(send.peer)].add({const_cast<std::byte*>(send.data), send.bytes});
+        for (const Receive& receive : exchange.receives)
+            from[static_cast<size_t>(receive.peer)].add({receive.data, receive.bytes});
+    }
+    std::vector<shm::Pieces> to, from;
+};
+
 /// One operation through the segment, as a sequence of chunk-sized steps.
 class Operation final : public Pending {
 public:
@@ -173,21 +195,28 @@ public:
         ddp_op op;
         int root;
         std::span<const Piece> pieces = {};  ///< allreduce: data is null and the elements lie here
+        const Exchange* exchange = nullptr;  ///< exchange (count: its `largest`)
     };
 
     Operation(std::shared_ptr<State> state, const Args& args)
         : state_(std::move(state)), args_(without_pieces(args)), pieces_(args.pieces),
-          element_(args.kind == DataOp::broadcast ? 1 : static_cast<int64_t>(element_size(args.dtype))) {
+          element_(args.kind == DataOp::broadcast || args.kind == DataOp::exchange
+                       ? 1
+                       : static_cast<int64_t>(element_size(args.dtype))) {
         const auto per_chunk = static_cast<int64_t>(chunk_bytes) / element_;
-        // reduce_scatter posts a piece of every rank's block each step.
-        per_step_ = args.kind == DataOp::reduce_scatter ? std::max<int64_t>(1, per_chunk / state_->size()) : per_chunk;
+        // reduce_scatter and exchange post a piece of every rank's block (stream) each step.
+        const bool by_block = args.kind == DataOp::reduce_scatter || args.kind == DataOp::exchange;
+        per_step_ = by_block ? std::max<int64_t>(1, per_chunk / state_->size()) : per_chunk;
+        if (args.exchange != nullptr) streams_ = Streams(*args.exchange, state_->size());
         steps_ = (args.count + per_step_ - 1) / per_step_;
         done_ = steps_ == 0;
     }
     ~Operation() override { state_->started.remove(this); }
-    /// `args` with no pieces: the list is the caller's and goes when start returns (pieces_ keeps a copy).
+    /// `args` with no pieces or exchange: the lists are the caller's and go
+    /// when start returns (pieces_ and streams_ keep copies).
     static Args without_pieces(Args args) {
         args.pieces = {};
+        args.exchange = nullptr;
         return args;
     }
     Operation(const Operation&) = delete;
@@ -198,6 +227,7 @@ public:
     bool sleep(Clock::time_point until) override {
         return state_->sleep_unless([this] { return test(); }, until);
     }
+    uint64_t progress() const override { return state_->moves(); }
 
 private:
     friend class shm::StartOrder<Operation>;
@@ -283,7 +313,15 @@ private:
             for (int block = 0; block < state_->size(); ++block)
                 to_buffer(at(mine, block * n), at(args_.send, block * args_.count + offset()), bytes(n));
             break;
-        case DataOp::exchange: break;  // not in the table
+        case DataOp::exchange:
+            // Piece `step` of this rank's stream to each other rank, into that
+            // rank's slot (its stream to itself goes straight across: copy_out).
+            for (int rank = 0; rank < state_->size(); ++rank)
+                if (rank != me())
+                    streams_.to[static_cast<size_t>(rank)].gather(
+                        at(mine, rank * per_step_), offset(), per_step_,
+                        [this](std::byte* to, const std::byte* from, size_t b) { to_buffer(to, from, b); });
+            break;
         }
     }
 
@@ -318,8 +356,8 @@ private:
         case DataOp::allreduce: return state_->all_reached(reduced, s);
         case DataOp::reduce: return me() != args_.root || state_->all_reached(reduced, s);
         case DataOp::broadcast: return me() == args_.root || state_->flag(args_.root, posted) >= s;
-        case DataOp::allgather: return state_->all_reached(posted, s);
-        case DataOp::exchange: break;
+        case DataOp::allgather:
+        case DataOp::exchange: return state_->all_reached(posted, s);
         case DataOp::reduce_scatter: return true;
         }
         return true;
@@ -351,14 +389,24 @@ private:
                 if (block != from) std::memcpy(block, from, bytes(n));
             }
             break;
-        case DataOp::reduce_scatter:
-        case DataOp::exchange: break;
+        case DataOp::reduce_scatter: break;
+        case DataOp::exchange:
+            // Piece `step` of each rank's stream to this one, from this rank's slot of its buffer.
+            for (int rank = 0; rank < state_->size(); ++rank) {
+                const shm::Pieces& into = streams_.from[static_cast<size_t>(rank)];
+                if (rank == me())
+                    into.copy_from(streams_.to[static_cast<size_t>(rank)], offset(), per_step_);
+                else
+                    into.scatter(offset(), at(state_->buffer(rank, s), me() * per_step_), per_step_);
+            }
+            break;
         }
     }
 
     std::shared_ptr<State> state_;
     const Args args_;
     const shm::Pieces pieces_;  ///< args_.pieces, kept: the caller's list may go first
+    Streams streams_;           ///< an exchange's sends and receives, by rank
     const int64_t element_;
     int64_t per_step_ = 1, steps_ = 0;
     uint64_t first_step_ = 0;  ///< 0: not begun
@@ -400,6 +448,10 @@ public:
                                                   ddp_op op) override {
         return start({DataOp::reduce_scatter, static_cast<std::byte*>(recv), static_cast<const std::byte*>(send),
                       count, dtype, op, 0});
+    }
+    std::unique_ptr<Pending> start_exchange(Exchange exchange) override {
+        return start({DataOp::exchange, nullptr, nullptr, static_cast<int64_t>(exchange.largest), DDP_DTYPE_U8,
+                      DDP_OP_SUM, 0, {}, &exchange});
     }
 
 private:
