@@ -168,7 +168,9 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
     const trace::Span span(trace_.timeline, "wait", trace::Row::work, call.sequence);
     const auto start = Clock::now();
     // A wait spins for spin_ from the operation's last step, not from its
-    // start: a long operation whose peers keep moving never sleeps.
+    // start: a long operation whose peers keep up never sleeps. Once it has
+    // slept (peers late or off their cores), a step no longer buys a new
+    // spin: spinning would hold the core such a peer needs.
     auto spin_from = start;
     uint64_t progress = pending->progress();
     auto next_control = start + control_interval;
@@ -198,7 +200,7 @@ void ControlPlane::wait(CallContext& call, std::unique_ptr<Pending> pending, Wai
         if (now > call.deadline) give_up(call, std::move(pending));
         if (const uint64_t moved = pending->progress(); moved != progress) {
             progress = moved;
-            spin_from = now;
+            if (asleep_from_ns == 0) spin_from = now;
         }
         if (now - spin_from < spin_) continue;
         // A peer off its core gets the core back sooner from a rank asleep.

@@ -30,6 +30,16 @@ std::vector<Meeting> meetings_of(std::span<const Exchange* const> exchanges, int
         ++received[static_cast<size_t>(sender)];
         meetings.push_back({&receive, meeting});
     }
+    // And no send that no receive meets: its bytes would go nowhere.
+    for (size_t sender = 0; sender < exchanges.size(); ++sender) {
+        size_t sends = 0;
+        for (const Send& send : exchanges[sender]->sends) sends += send.peer == receiver_rank ? 1 : 0;
+        if (sends > received[sender])
+            fail(DDP_ERR_INTERNAL, "rank " + std::to_string(first_rank + static_cast<int>(sender)) + " sends " +
+                                       std::to_string(sends) + " messages to rank " + std::to_string(receiver_rank) +
+                                       ", which receives " + std::to_string(received[sender]) +
+                                       ": a libddp bug; please report it");
+    }
     return meetings;
 }
 

@@ -52,8 +52,9 @@ struct Meeting {
 /// For ranks whose exchanges lie in one process (`exchanges[i]` is rank
 /// `first_rank + i`'s): each receive of `exchanges[receiver]` from one of
 /// them, with the send that meets it. Receives from ranks outside are left
-/// to the caller. A receive no send meets (missing, another byte count) is
-/// DDP_ERR_INTERNAL: the collectives above list them alike on every rank.
+/// to the caller. A receive no send meets (missing, another byte count), or
+/// a send to the receiver no receive meets, is DDP_ERR_INTERNAL: the
+/// collectives above list them alike on every rank.
 std::vector<Meeting> meetings_of(std::span<const Exchange* const> exchanges, int first_rank, size_t receiver);
 
 }  // namespace ddp

@@ -26,9 +26,9 @@ public:
         return false;
     }
     /// A count that grows whenever the operation (or one its plane drives
-    /// before it) gets a step further; 0 where it cannot tell. A waiter
-    /// that sees it grow spins on instead of sleeping: peers that keep
-    /// moving are running, and a sleep would cost a wake at every step.
+    /// before it) finishes a step its peers took part in; 0 where it cannot
+    /// tell. A waiter that sees it grow spins on instead of sleeping: peers
+    /// that keep up are running, and a sleep would cost a wake at every step.
     virtual uint64_t progress() const { return 0; }
 };
 

@@ -157,6 +157,17 @@ bool segment_name_left() {
     return found;
 }
 
+/// This rank's timeline, started at `path` (with %r), once stopped; its file removed.
+std::stringstream stopped_timeline(const std::string& path) {
+    EXPECT_EQ(ddp_timeline_stop(world), DDP_OK) << mpi_test::message();
+    std::string file = path;
+    file.replace(file.find("%r"), 2, std::to_string(rank));
+    std::stringstream text;
+    text << std::ifstream(file).rdbuf();
+    std::remove(file.c_str());
+    return text;
+}
+
 /// Whether this run promises the reference's bits for `count` elements
 /// reduced with `op`: the shm plane combines in rank order from 4 KiB up
 /// (smaller calls go to the mpi plane); the mpi plane with 2 ranks has only
@@ -184,12 +195,7 @@ TEST(Shm, TheTimelineNamesThePlaneThatRan) {
     ddp_tensor small{data.data(), 256, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
     ASSERT_EQ(ddp_allreduce_tensor_list(world, &small, 1, DDP_OP_SUM, nullptr), DDP_OK) << mpi_test::message();
     EXPECT_EQ(data[100], static_cast<float>(size * size));
-    ASSERT_EQ(ddp_timeline_stop(world), DDP_OK) << mpi_test::message();
-    std::string file = path;
-    file.replace(file.find("%r"), 2, std::to_string(rank));
-    std::stringstream text;
-    text << std::ifstream(file).rdbuf();
-    std::remove(file.c_str());
+    const std::stringstream text = stopped_timeline(path);
     const bool shm = text.str().find("\"plane\":\"shm\"") != std::string::npos;
     EXPECT_EQ(shm, shm_expected()) << "timeline: " << text.str().substr(0, 2000);
     if (!shm_expected() && size > 1) {
@@ -202,6 +208,30 @@ TEST(Shm, TheTimelineNamesThePlaneThatRan) {
         EXPECT_NE(event.find(shm_expected() ? "\"plane\":\"shm\"" : "\"plane\":\"mpi\""), std::string::npos)
             << event;
     }
+}
+
+// alltoall is written over the planes' exchange; from 1 MiB a step's
+// sends and receives go through the segment wherever the plane is on.
+TEST(Shm, AnAlltoallOfAMebibyteExchangesThroughTheSegment) {
+    const std::string path = "/tmp/ddp_shm_alltoall_" + std::to_string(::getppid()) + ".%r.json";
+    ASSERT_EQ(ddp_timeline_start(world, path.c_str()), DDP_OK) << mpi_test::message();
+    const int64_t block = 300001;  // floats: more than 1 MiB per step, and no multiple of a slot
+    std::vector<float> in(static_cast<size_t>(block * size)), out(in.size(), -1.0f);
+    for (int to = 0; to < size; ++to)
+        for (int64_t i = 0; i < block; ++i) in[static_cast<size_t>(to * block + i)] = rank * 1e6f + to * 1e3f + i % 997;
+    ddp_tensor input{in.data(), static_cast<int64_t>(in.size()), DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
+    ddp_tensor output{out.data(), static_cast<int64_t>(out.size()), DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
+    ASSERT_EQ(ddp_alltoall_tensor_list(world, &input, &output, 1, nullptr), DDP_OK) << mpi_test::message();
+    for (int from = 0; from < size; ++from)
+        for (int64_t i = 0; i < block; ++i)
+            ASSERT_EQ(out[static_cast<size_t>(from * block + i)], from * 1e6f + rank * 1e3f + i % 997)
+                << "from rank " << from << ", element " << i;
+    const std::stringstream text = stopped_timeline(path);
+    if (size == 1) return;
+    const size_t transfer = text.str().find("\"transfer\"");
+    ASSERT_NE(transfer, std::string::npos) << "timeline: " << text.str().substr(0, 2000);
+    const std::string event = text.str().substr(transfer, text.str().find('}', transfer) - transfer);
+    EXPECT_NE(event.find(shm_expected() ? "\"plane\":\"shm\"" : "\"plane\":\"mpi\""), std::string::npos) << event;
 }
 
 TEST(Shm, NoNameIsLeftInDevShmOnceCommunicatorsExist) {

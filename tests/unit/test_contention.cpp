@@ -62,12 +62,16 @@ TEST(CpuShare, ALocalGroupCountsItsThreadsAgainstTheProcessCpus) {
 
 namespace {
 
+struct Sleeps {
+    int all = 0, while_moving = 0;
+};
+
 /// An operation that gets a step further at each test while `moving` says
 /// so (given its age), and finishes once `lasts` has passed; it counts its
-/// waiter's sleeps.
+/// waiter's sleeps, and those while it was moving.
 class Operation final : public ddp::Pending {
 public:
-    Operation(std::function<bool(ddp::Clock::duration)> moving, ddp::Clock::duration lasts, int& sleeps)
+    Operation(std::function<bool(ddp::Clock::duration)> moving, ddp::Clock::duration lasts, Sleeps& sleeps)
         : moving_(std::move(moving)), lasts_(lasts), sleeps_(sleeps) {}
     bool test() override {
         const auto age = ddp::Clock::now() - started_;
@@ -75,7 +79,8 @@ public:
         return age >= lasts_;
     }
     bool sleep(ddp::Clock::time_point) override {
-        ++sleeps_;
+        ++sleeps_.all;
+        if (moving_(ddp::Clock::now() - started_)) ++sleeps_.while_moving;
         std::this_thread::sleep_for(std::chrono::microseconds(20));
         return true;
     }
@@ -84,16 +89,16 @@ public:
 private:
     std::function<bool(ddp::Clock::duration)> moving_;
     ddp::Clock::duration lasts_;
-    int& sleeps_;
+    Sleeps& sleeps_;
     uint64_t steps_ = 0;
     const ddp::Clock::time_point started_ = ddp::Clock::now();
 };
 
 /// How many times one wait for such an operation's data slept.
-int sleeps_of_a_wait(std::function<bool(ddp::Clock::duration)> moving, ddp::Clock::duration lasts) {
+Sleeps sleeps_of_a_wait(std::function<bool(ddp::Clock::duration)> moving, ddp::Clock::duration lasts) {
     const std::unique_ptr<ddp::Transport> self = ddp::make_self_transport();
     ddp::ControlPlane control(self->channel(), 60, 60, 0);
-    int sleeps = 0;
+    Sleeps sleeps;
     ddp::CallContext call = control.begin(ddp::CollectiveKind::allreduce, 0);
     control.wait(call, std::make_unique<Operation>(std::move(moving), lasts, sleeps), ddp::WaitStyle::for_data);
     control.end();
@@ -105,11 +110,20 @@ int sleeps_of_a_wait(std::function<bool(ddp::Clock::duration)> moving, ddp::Cloc
 // A long operation of many steps whose peers keep moving (the shared-memory
 // plane's chunks) spins: a sleep would cost a wake at every step.
 TEST(Waits, AWaitWhoseOperationKeepsMovingNeverSleeps) {
-    EXPECT_EQ(sleeps_of_a_wait([](auto) { return true; }, 10 * ddp::hot_spin), 0);
+    EXPECT_EQ(sleeps_of_a_wait([](auto) { return true; }, 10 * ddp::hot_spin).all, 0);
 }
 
 TEST(Waits, AWaitWhoseOperationStopsMovingSleepsAfterItsSpin) {
     const auto moves_until = 2 * ddp::hot_spin;
-    EXPECT_GT(sleeps_of_a_wait([=](auto age) { return age < moves_until; }, 10 * ddp::hot_spin), 0);
+    EXPECT_GT(sleeps_of_a_wait([=](auto age) { return age < moves_until; }, 10 * ddp::hot_spin).all, 0);
+}
+
+// Peers that were late once may be off their cores: spinning on at each of
+// their steps would hold the core they need, so the wait sleeps between them.
+TEST(Waits, AWaitThatSleptOnceSleepsBetweenSteps) {
+    const auto still_from = 2 * ddp::hot_spin, moving_again = 5 * ddp::hot_spin;
+    const Sleeps sleeps = sleeps_of_a_wait(
+        [=](auto age) { return age < still_from || age >= moving_again; }, 10 * ddp::hot_spin);
+    EXPECT_GT(sleeps.while_moving, 0);
 }
 

@@ -124,6 +124,16 @@ TEST(InProcessPlane, AReceiveNoSendMeetsIsAnErrorOnEveryRankNeverAWrongCopy) {
     EXPECT_EQ(got, (std::vector<int32_t>{0, 0}));
 }
 
+TEST(InProcessPlane, ASendNoReceiveMeetsIsAnErrorOnEveryRank) {
+    std::vector<int32_t> a = {1, 2}, got(1, 0);
+    std::vector<Exchange> exchanges(2);
+    exchanges[0].sends = {{1, bytes(a), 4}, {1, bytes(a, 1), 4}};
+    exchanges[1].receives = {{0, bytes(got), 4}};
+    for (const std::string& error : exchange_on(exchanges))
+        EXPECT_NE(error.find("rank 0 sends 2 messages to rank 1, which receives 1"), std::string::npos) << error;
+    EXPECT_EQ(got, (std::vector<int32_t>{0}));
+}
+
 TEST(InProcessPlane, ReceivesOverlappingAcrossRanksAreRefusedOnEveryRank) {
     std::vector<int32_t> a = {1}, b = {2}, shared(1, 0);
     std::vector<Exchange> exchanges(2);
@@ -160,7 +170,7 @@ TEST(InProcessPlane, TheRootWorksOnEveryRanksExchangeAndTheOthersEndAfterIt) {
                         for (const Meeting& meeting : meetings_of(by_rank, 0, p))
                             std::memcpy(meeting.receive->data, meeting.send->data, meeting.receive->bytes);
                 };
-                errors[at] = run(plane_of(*transports[at]).start_exchange_on_root(mine, root, work));
+                errors[at] = run(plane_of(*transports[at]).start_exchange_on_root(mine, 0, root, work));
                 seen_at_end[at] = recvs[at];
             });
     }

@@ -41,4 +41,27 @@ TEST(Pieces, GatherAndScatterAnyRangeAsOnePackedBuffer) {
         }
 }
 
+// An exchange's stream to one rank: empty pieces add nothing, a range
+// past the end is clipped (a slot's last piece of a shorter stream), and
+// one stream copies into another straight across.
+TEST(Pieces, StreamsClipAtTheirEndAndCopyIntoEachOther) {
+    std::vector<std::byte> a(5, std::byte{1}), b(3, std::byte{2}), x(4), y(4);
+    ddp::shm::Pieces from, to;
+    from.add({a.data(), 5});
+    from.add({b.data(), 0});
+    from.add({b.data(), 3});
+    to.add({x.data(), 4});
+    to.add({y.data(), 4});
+    const auto copy = [](std::byte* dst, const std::byte* src, size_t n) { std::memcpy(dst, src, n); };
+    std::vector<std::byte> out(6, std::byte{9});
+    from.gather(out.data(), 4, 6, copy);  // 4 bytes left from byte 4
+    EXPECT_EQ(out, (std::vector<std::byte>{std::byte{1}, std::byte{2}, std::byte{2}, std::byte{2}, std::byte{9},
+                                           std::byte{9}}));
+    from.gather(out.data(), 8, 6, copy);  // nothing from the end on
+    EXPECT_EQ(out[0], std::byte{1});
+    to.copy_from(from, 3, 100);
+    EXPECT_EQ(x, (std::vector<std::byte>{std::byte{0}, std::byte{0}, std::byte{0}, std::byte{1}}));
+    EXPECT_EQ(y, (std::vector<std::byte>{std::byte{1}, std::byte{2}, std::byte{2}, std::byte{2}}));
+}
+
 }  // namespace

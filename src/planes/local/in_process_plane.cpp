@@ -84,6 +84,15 @@ std::vector<const Exchange*> exchanges_of(const Round& round) {
     return exchanges;
 }
 
+/// Every rank's meetings (meetings_of), by rank: every rank matches every
+/// rank's sends and receives, so that a mismatch fails them all alike,
+/// before any copy.
+std::vector<std::vector<Meeting>> checked_meetings(const std::vector<const Exchange*>& exchanges, int first_rank) {
+    std::vector<std::vector<Meeting>> by_rank;
+    for (size_t rank = 0; rank < exchanges.size(); ++rank) by_rank.push_back(meetings_of(exchanges, first_rank, rank));
+    return by_rank;
+}
+
 /// refuse_overlaps for every rank's receives and sends.
 void refuse_shared_exchange_buffers(const Round& round) {
     std::vector<Extent> extents;
@@ -198,26 +207,22 @@ std::unique_ptr<Pending> InProcessPlane::start_exchange(Exchange exchange) {
         nullptr, nullptr, {DataOp::exchange, 0, DDP_DTYPE_U8, 0},
         [this](Round& round) {
             refuse_shared_exchange_buffers(round);
-            // Every rank matches every rank's receives, so that one that no
-            // send meets fails them all alike, before any copy.
-            const std::vector<const Exchange*> exchanges = exchanges_of(round);
-            std::vector<Meeting> mine;
-            for (size_t rank = 0; rank < exchanges.size(); ++rank) {
-                std::vector<Meeting> meetings = meetings_of(exchanges, 0, rank);
-                if (rank == static_cast<size_t>(rank_)) mine = std::move(meetings);
-            }
-            for (const Meeting& meeting : mine)
+            const std::vector<std::vector<Meeting>> meetings = checked_meetings(exchanges_of(round), 0);
+            for (const Meeting& meeting : meetings[static_cast<size_t>(rank_)])
                 std::memcpy(meeting.receive->data, meeting.send->data, meeting.receive->bytes);
         },
         std::make_shared<const Exchange>(std::move(exchange)));
 }
 
-std::unique_ptr<Pending> InProcessPlane::start_exchange_on_root(Exchange exchange, int root, RootWork work) {
+std::unique_ptr<Pending> InProcessPlane::start_exchange_on_root(Exchange exchange, int first_rank, int root,
+                                                                RootWork work) {
     return start(
-        nullptr, nullptr, {DataOp::exchange, root, DDP_DTYPE_U8, 1},
-        [this, root, work = std::move(work)](Round& round) {
+        nullptr, nullptr, {DataOp::exchange, 0, DDP_DTYPE_U8, int64_t{1} << 32 | static_cast<uint32_t>(root)},
+        [this, first_rank, root, work = std::move(work)](Round& round) {
             refuse_shared_exchange_buffers(round);
-            if (rank_ == root) work(exchanges_of(round));
+            const std::vector<const Exchange*> exchanges = exchanges_of(round);
+            checked_meetings(exchanges, first_rank);
+            if (rank_ == root) work(exchanges);
         },
         std::make_shared<const Exchange>(std::move(exchange)));
 }

@@ -40,10 +40,12 @@ public:
     /// Every rank's exchange handed to rank `root`, which runs `work` on it
     /// once every rank is there; the others do nothing but wait until it
     /// has, since their buffers are its until then. Ranks whose receives
-    /// overlap are refused on every rank. How a group across processes x
+    /// overlap, or whose sends and receives between each other do not meet,
+    /// are refused on every rank (peers numbered from `first_rank`: this
+    /// plane's rank 0 in the wider group). How a group across processes x
     /// threads hands its threads' sends and receives to thread 0, which
     /// moves them (mixed_plane.cpp's exchange).
-    std::unique_ptr<Pending> start_exchange_on_root(Exchange exchange, int root, RootWork work);
+    std::unique_ptr<Pending> start_exchange_on_root(Exchange exchange, int first_rank, int root, RootWork work);
 
 private:
     /// Joins this rank's next data round with its buffers (or `exchange`) and

@@ -135,9 +135,8 @@ std::unique_ptr<Pending> MixedPlane::start_exchange(Exchange exchange) {
     auto between = std::make_shared<Exchange>();  // thread 0's, with the other processes
     std::vector<Chain::Step> steps;
     steps.push_back(Chain::step([=, this, mine = std::move(exchange)] {
-        return first_.start_exchange_on_root(mine, 0, [=, this](std::span<const Exchange* const> by_thread) {
-            *between = moved_within_process(by_thread);
-        });
+        auto move = [=, this](std::span<const Exchange* const> by_thread) { *between = moved_within_process(by_thread); };
+        return first_.start_exchange_on_root(mine, process() * threads(), 0, move);
     }));
     // Every process asks for the same plane: by `largest`, the same on all.
     if (leads())

@@ -104,10 +104,12 @@ public:
     uint64_t flag(int rank, Flag which) const { return flags_.get(rank, which); }
     void set(Flag which, uint64_t step) {
         flags_.set(which, step);
-        moves_.fetch_add(1, std::memory_order_relaxed);
+        if (which == consumed) steps_done_.fetch_add(1, std::memory_order_relaxed);
     }
-    /// How many flags this rank has set: Pending::progress of its operations.
-    uint64_t moves() const { return moves_.load(std::memory_order_relaxed); }
+    /// How many steps this rank has finished, each only once its peers
+    /// posted theirs: Pending::progress of its operations (its own posting
+    /// says nothing of whether its peers are running).
+    uint64_t steps_done() const { return steps_done_.load(std::memory_order_relaxed); }
     bool sleep_unless(const std::function<bool()>& moved, Clock::time_point until) {
         return flags_.sleep_unless(moved, until);
     }
@@ -153,7 +155,7 @@ public:
 private:
     std::shared_ptr<const Segment> segment_;
     shm::ProgressFlags flags_;
-    std::atomic<uint64_t> moves_{0};  // set under started's lock, read by any waiter
+    std::atomic<uint64_t> steps_done_{0};  // counted under started's lock, read by any waiter
     int rank_, size_;
     std::optional<bool> stream_;
     uint64_t probes_ = 0, operations_since_probe_ = 0, bytes_since_probe_ = 0;  ///< under started's lock
@@ -227,7 +229,7 @@ public:
     bool sleep(Clock::time_point until) override {
         return state_->sleep_unless([this] { return test(); }, until);
     }
-    uint64_t progress() const override { return state_->moves(); }
+    uint64_t progress() const override { return state_->steps_done(); }
 
 private:
     friend class shm::StartOrder<Operation>;
