@@ -10,7 +10,8 @@
 // chunk from every rank's buffer, in rank order (so every rank's result
 // has the same bits), into its own buffer and says so; then copies the
 // other ranks' parts out. Two buffers let a rank copy the next chunk in
-// while its peers still read the last one.
+// while its peers still read the last one. Ranks 0 and 1 read their own
+// part in place and do not copy it in (reads_own_in_place).
 //
 // Where the ranks' cores sit far apart (another CCD or socket), a line read
 // from a peer's cache crosses the slow link between them: there a rank
@@ -305,7 +306,13 @@ private:
                 break;
             }
             [[fallthrough]];
-        case DataOp::reduce: to_buffer(mine, at(args_.data, offset()), bytes(n)); break;
+        case DataOp::reduce: {
+            // This rank's own part stays out where it reads it in place (reads_own_in_place).
+            const Range own = reads_own_in_place() ? part_of(n, state_->size(), me()) : Range{0, 0};
+            to_buffer(mine, at(args_.data, offset()), bytes(own.first));
+            to_buffer(at(mine, own.end), at(args_.data, offset() + own.end), bytes(n - own.end));
+            break;
+        }
         case DataOp::broadcast:
             if (me() == args_.root) to_buffer(mine, at(args_.data, offset()), bytes(n));
             break;
@@ -327,12 +334,26 @@ private:
         }
     }
 
-    /// Every rank's `from` elements at `first`..+n combined in rank order into `target`.
+    /// Whether this rank reduces its own part of an allreduce or reduce
+    /// from its tensor rather than from its buffer, sparing the copy of that
+    /// part into the segment (no peer reads it). Only the first two ranks
+    /// can: a later rank's part of an in-place result overwrites its input
+    /// before the rank order reaches it.
+    bool reads_own_in_place() const {
+        return (args_.kind == DataOp::allreduce || args_.kind == DataOp::reduce) && !gathered() && me() < 2;
+    }
+
+    /// Rank `rank`'s input of step s, at its element `first`.
+    const std::byte* input(int rank, uint64_t s, int64_t first) const {
+        if (rank == me() && reads_own_in_place()) return at(args_.data, offset() + first);
+        return at(state_->buffer(rank, s), first);
+    }
+
+    /// Every rank's elements at `first`..+n combined in rank order into `target`.
     void combine_all(std::byte* target, int64_t first, int64_t n, uint64_t s) const {
-        const State& state = *state_;
-        shm::combine(target, at(state.buffer(0, s), first), at(state.buffer(1, s), first), n, args_.dtype, args_.op);
-        for (int rank = 2; rank < state.size(); ++rank)
-            shm::combine(target, target, at(state.buffer(rank, s), first), n, args_.dtype, args_.op);
+        shm::combine(target, input(0, s, first), input(1, s, first), n, args_.dtype, args_.op);
+        for (int rank = 2; rank < state_->size(); ++rank)
+            shm::combine(target, target, input(rank, s, first), n, args_.dtype, args_.op);
     }
 
     void reduce_part(uint64_t s) {
