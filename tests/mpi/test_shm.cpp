@@ -266,20 +266,25 @@ TEST(Shm, ReduceBroadcastAllgatherReduceScatterAlltoallAroundChunks) {
     for (ddp_dtype dtype : {DDP_DTYPE_F32, DDP_DTYPE_BF16, DDP_DTYPE_I64, DDP_DTYPE_U8})
         for (int64_t count : sizes_for(dtype)) {
             SCOPED_TRACE("dtype " + std::to_string(dtype) + " count " + std::to_string(count));
-            // reduce: root gets the reference, the others keep their input.
-            std::vector<std::byte> data = input(rank, dtype, count, true);
-            ddp_tensor tensor = tensor_of(data, dtype);
-            ASSERT_EQ(ddp_reduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, root, nullptr), DDP_OK)
-                << mpi_test::message();
-            if (rank != root || bits_promised(dtype, DDP_OP_SUM, count)) {
-                EXPECT_EQ(first_difference(data, rank == root ? reference(dtype, DDP_OP_SUM, count, true)
-                                                              : input(rank, dtype, count, true),
-                                           dtype),
-                          -1);
+            // reduce: root gets the reference, the others keep their input;
+            // roots 0 and 1 too, which read their own part in place.
+            for (int reduce_root : {0, 1, root}) {
+                if (reduce_root >= size || (reduce_root == root && reduce_root < 2)) continue;
+                SCOPED_TRACE("reduce root " + std::to_string(reduce_root));
+                std::vector<std::byte> data = input(rank, dtype, count, true);
+                ddp_tensor tensor = tensor_of(data, dtype);
+                ASSERT_EQ(ddp_reduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, reduce_root, nullptr), DDP_OK)
+                    << mpi_test::message();
+                if (rank != reduce_root || bits_promised(dtype, DDP_OP_SUM, count)) {
+                    EXPECT_EQ(first_difference(data, rank == reduce_root ? reference(dtype, DDP_OP_SUM, count, true)
+                                                                         : input(rank, dtype, count, true),
+                                               dtype),
+                              -1);
+                }
             }
             // broadcast: root's input everywhere.
-            data = input(rank, dtype, count, false);
-            tensor = tensor_of(data, dtype);
+            std::vector<std::byte> data = input(rank, dtype, count, false);
+            ddp_tensor tensor = tensor_of(data, dtype);
             ASSERT_EQ(ddp_broadcast_tensor_list(world, &tensor, 1, root, nullptr), DDP_OK) << mpi_test::message();
             EXPECT_EQ(first_difference(data, input(root, dtype, count, false), dtype), -1);
             // allgather, apart and in place: every rank's input in rank order.
