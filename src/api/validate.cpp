@@ -130,18 +130,28 @@ struct Extent {
 }  // namespace
 
 void check_no_overlap(std::span<const ddp_tensor> tensors, const char* what) {
+    // Lists mostly come in address order (a model's parameters, views of one
+    // buffer): one pass proves those apart without sorting or allocating.
+    uintptr_t end = 0;
+    bool ordered = true;
+    for (const ddp_tensor& tensor : tensors) {
+        if (tensor.count == 0) continue;
+        const auto begin = reinterpret_cast<uintptr_t>(tensor.data);
+        if (begin < end) {
+            ordered = false;
+            break;
+        }
+        end = begin + byte_size(tensor);
+    }
+    if (ordered) return;
     std::vector<Extent> extents;
     extents.reserve(tensors.size());
-    bool ordered = true;
     for (size_t i = 0; i < tensors.size(); ++i) {
         const ddp_tensor& tensor = tensors[i];
         if (tensor.count == 0) continue;
         const auto begin = reinterpret_cast<uintptr_t>(tensor.data);
-        const Extent extent{begin, begin + byte_size(tensor), i};
-        if (!extents.empty() && extent.begin < extents.back().end) ordered = false;
-        extents.push_back(extent);
+        extents.push_back(Extent{begin, begin + byte_size(tensor), i});
     }
-    if (ordered) return;
     std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
     for (size_t i = 1; i < extents.size(); ++i)
         if (extents[i].begin < extents[i - 1].end) overlap_error(what, extents[i - 1], extents[i]);

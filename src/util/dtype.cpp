@@ -4,23 +4,10 @@
 
 namespace ddp {
 
-bool is_valid_dtype(int value) {
-    switch (value) {
-    case DDP_DTYPE_I8: case DDP_DTYPE_I32: case DDP_DTYPE_I64: case DDP_DTYPE_U8:
-    case DDP_DTYPE_F16: case DDP_DTYPE_F32: case DDP_DTYPE_F64: case DDP_DTYPE_BF16:
-        return true;
-    default:
-        return false;
-    }
-}
-
 bool is_floating(ddp_dtype dtype) {
     return dtype == DDP_DTYPE_F16 || dtype == DDP_DTYPE_BF16 || dtype == DDP_DTYPE_F32 ||
            dtype == DDP_DTYPE_F64;
 }
-
-// The low byte of every ddp_dtype is its width in bits (DLPack's layout).
-size_t element_size(ddp_dtype dtype) { return (static_cast<unsigned>(dtype) & 0xffu) / 8; }
 
 std::string dtype_name(int value) {
     switch (value) {

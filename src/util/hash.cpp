@@ -20,28 +20,35 @@ uint64_t finish(uint64_t h) {
     return h ^ (h >> 29);
 }
 
+// Four independent lanes keep the multiplier pipeline busy (word i goes to
+// lane i % 4): a chain of one lane waits out each multiply.
+template <typename Word>
+uint64_t in_four_lanes(uint64_t seed, size_t blocks, Word word) {
+    uint64_t lanes[4] = {seed, seed ^ 1, seed ^ 2, seed ^ 3};
+    for (size_t block = 0; block < blocks; ++block)
+        for (size_t lane = 0; lane < 4; ++lane) lanes[lane] = mix(lanes[lane], word(4 * block + lane));
+    return mix(mix(mix(lanes[0], lanes[1]), lanes[2]), lanes[3]);
+}
+
 }  // namespace
 
+// A call's description (two words per tensor) is hashed on every call.
 uint64_t hash_words(std::span<const uint64_t> words) {
-    uint64_t h = words.size();
-    for (uint64_t word : words) h = mix(h, word);
+    const size_t blocks = words.size() / 4;
+    uint64_t h = in_four_lanes(words.size(), blocks, [words](size_t i) { return words[i]; });
+    for (size_t i = 4 * blocks; i < words.size(); ++i) h = mix(h, words[i]);
     return finish(h);
 }
 
 uint64_t hash_bytes(const void* data, size_t size) {
     const auto* bytes = static_cast<const unsigned char*>(data);
-    // Four independent lanes keep the multiplier pipeline busy on large tensors.
-    uint64_t lanes[4] = {size, size ^ 1, size ^ 2, size ^ 3};
-    size_t i = 0;
-    for (; i + 32 <= size; i += 32) {
-        for (int lane = 0; lane < 4; ++lane) {
-            uint64_t word;
-            std::memcpy(&word, bytes + i + 8 * lane, 8);
-            lanes[lane] = mix(lanes[lane], word);
-        }
-    }
-    uint64_t h = mix(mix(mix(lanes[0], lanes[1]), lanes[2]), lanes[3]);
-    for (; i < size; ++i) h = mix(h, bytes[i]);
+    const size_t blocks = size / 32;
+    uint64_t h = in_four_lanes(size, blocks, [bytes](size_t i) {
+        uint64_t word;
+        std::memcpy(&word, bytes + 8 * i, 8);
+        return word;
+    });
+    for (size_t i = 32 * blocks; i < size; ++i) h = mix(h, bytes[i]);
     return finish(h);
 }
 

@@ -107,6 +107,14 @@ TEST(Promises, OverlappingWritableTensorsAreRefused) {
     const ddp_tensor adjacent[2] = {{data.data(), 50, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0, 0},
                                     {data.data() + 50, 50, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0, 0}};
     EXPECT_EQ(ddp_allreduce_tensor_list(world, adjacent, 2, DDP_OP_AVG, nullptr), DDP_OK) << message();
+    // Out of address order: apart is apart, and a later tensor reaching into
+    // an earlier one is still found.
+    const ddp_tensor reversed[2] = {adjacent[1], adjacent[0]};
+    EXPECT_EQ(ddp_allreduce_tensor_list(world, reversed, 2, DDP_OP_AVG, nullptr), DDP_OK) << message();
+    const ddp_tensor reaching[3] = {adjacent[1], {data.data() + 10, 10, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0, 0},
+                                    {data.data() + 15, 10, DDP_DTYPE_F64, DDP_DEVICE_CPU, 0, 0}};
+    EXPECT_EQ(ddp_allreduce_tensor_list(world, reaching, 3, DDP_OP_SUM, nullptr), DDP_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(mentions("tensors[1] and tensors[2] overlap")) << message();
     int32_t identical = 0;
     EXPECT_EQ(ddp_check_replicas(world, twice, 2, nullptr, &identical), DDP_OK) << message();
     EXPECT_EQ(identical, 1);

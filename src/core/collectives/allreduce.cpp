@@ -36,12 +36,14 @@ void allreduce_on_device(Communicator&, CallContext& context, const CollectiveCa
 // different lists, which agreement reports.
 int64_t carried_bytes(Communicator& comm, const CollectiveCall& call) {
     if (call.on_device || comm.size() == 1 || call.tensors.empty()) return 0;
+    const int64_t capacity = comm.agreement().route().carried_capacity();
     int64_t bytes = 0;
     for (const ddp_tensor& tensor : call.tensors) {
         if (tensor.dtype != call.tensors[0].dtype) return 0;
         bytes += byte_size(tensor);
+        if (bytes > capacity) return 0;  // a long list stops here, not at its end
     }
-    return bytes <= comm.agreement().route().carried_capacity() ? bytes : 0;
+    return bytes;
 }
 
 // A small allreduce: packed, reduced inside agreement (one round of
