@@ -18,8 +18,10 @@ namespace ddp {
 /// up to a route's carried_capacity() bytes beside them.
 constexpr size_t max_agreement_words = 4;
 
-/// The most data bytes the control channel carries: a latency-bound
-/// message on every transport (Open MPI's shared-memory eager limit is 4 KiB).
+/// The most data bytes a route carries unless it says otherwise: a
+/// latency-bound message on every transport. The MPI channel carries what
+/// its plane would send in the same kind of rounds (planes/mpi), the shm
+/// route what fits its slots (planes/shm).
 constexpr int64_t max_carried_bytes = 2048;
 
 class AgreementRoute {

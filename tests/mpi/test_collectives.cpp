@@ -187,11 +187,13 @@ TEST(Allreduce, EveryDtypeAndOpAgainstASerialReference) {
     }
 }
 
-// Small lists travel inside agreement (up to 2 KiB: 512 f32 is the edge,
-// 513 is past it) and small buffers go by recursive doubling (up to 16 KiB):
-// every dtype and op, on any number of ranks, with the same bits on every rank.
+// Small lists travel inside agreement (through shared memory up to 4 KiB,
+// over the MPI channel up to 16 KiB: 1024 and 4096 f32 are the edges, 1025
+// and 4097 past them) and small buffers go by recursive doubling (up to
+// 16 KiB): every dtype and op, on any number of ranks, with the same bits on
+// every rank.
 TEST(Allreduce, SmallListsEveryDtypeAndOpBitwiseEqualOnEveryRank) {
-    const std::vector<std::vector<int64_t>> shapes = {{1}, {3, 1, 17}, {512}, {513}, {4000}};
+    const std::vector<std::vector<int64_t>> shapes = {{1}, {3, 1, 17}, {512}, {1024}, {1025}, {4096}, {4097}};
     for (ddp_dtype dtype : all_dtypes) {
         for (ddp_op op : all_ops) {
             if (op == DDP_OP_AVG && !floating(dtype)) continue;

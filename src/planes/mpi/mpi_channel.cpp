@@ -124,13 +124,18 @@ public:
         return start_max_u64_carrying(values, nullptr, 0, DDP_DTYPE_U8, DDP_OP_MAX);
     }
 
+    // What the mpi plane would send by recursive doubling rides in
+    // agreement's rounds, which are recursive doubling too: one round a call.
+    int64_t carried_capacity() const override { return recursive_doubling_max_bytes; }
+
     std::unique_ptr<Pending> start_max_u64_carrying(std::span<uint64_t> values, void* carried, int64_t count,
                                                     ddp_dtype dtype, ddp_op op) override {
         const std::span<std::byte> data(static_cast<std::byte*>(carried),
                                         static_cast<size_t>(count) * element_size(dtype));
         // Agreement's messages all have room for the most a peer may carry:
         // a peer in another call sends words of its own, and must be read.
-        const size_t capacity = std::max(values.size_bytes(), max_agreement_words * sizeof(uint64_t) + max_carried_bytes);
+        const size_t capacity = std::max(values.size_bytes(), max_agreement_words * sizeof(uint64_t) +
+                                                                  static_cast<size_t>(carried_capacity()));
         return std::make_unique<RecursiveDoubling>(
             data_.comm, data_.rank, data_.size, data_.next_tag(), values, data,
             MessageData{static_cast<int>(count), mpi_type(dtype), data_.ops->get(dtype, op)}, capacity,

@@ -13,10 +13,6 @@ namespace ddp {
 
 namespace {
 
-// Allreduces up to this many bytes go by recursive doubling (point to point):
-// latency-bound sizes, where MPI_Iallreduce is slowest (recursive_doubling.hpp).
-constexpr int64_t small_allreduce_bytes = 16384;
-
 /// The next piece of a message with `left` bytes to go: at most one MPI count.
 int piece_of(size_t left) { return static_cast<int>(std::min(left, static_cast<size_t>(max_chunk))); }
 
@@ -31,7 +27,7 @@ public:
         MPI_Datatype type = mpi_type(dtype);
         MPI_Op mpi_op = data_.ops->get(dtype, op);
         const auto bytes = count * static_cast<int64_t>(element_size(dtype));
-        if (bytes <= small_allreduce_bytes) {
+        if (bytes <= recursive_doubling_max_bytes) {  // latency-bound: point to point
             const std::span<std::byte> target(static_cast<std::byte*>(data), static_cast<size_t>(bytes));
             return std::make_unique<RecursiveDoubling>(
                 data_.comm, data_.rank, data_.size, data_.next_tag(), std::span<const uint64_t>(), target,

@@ -28,7 +28,8 @@ RecursiveDoubling::RecursiveDoubling(MPI_Comm comm, int rank, int size, int tag,
     std::memcpy(message_.data(), &n_words, header_bytes);
     if (!words.empty()) std::memcpy(message_.data() + header_bytes, words.data(), words.size_bytes());
     if (!data.empty()) std::memcpy(this->data(), data.data(), data.size());
-    received_.resize(header_bytes + std::max(capacity, words.size_bytes() + data.size()));
+    room_ = header_bytes + std::max(capacity, words.size_bytes() + data.size());
+    received_ = std::make_unique_for_overwrite<std::byte[]>(room_);
 
     int power = 1;
     while (power * 2 <= size) power *= 2;
@@ -59,7 +60,7 @@ void RecursiveDoubling::post(const Round& round) {
                         &requests_[0]),
               "MPI_Isend");
     if (round.receive)
-        check(MPI_Irecv(received_.data(), static_cast<int>(received_.size()), MPI_BYTE, round.peer, tag_, comm_,
+        check(MPI_Irecv(received_.get(), static_cast<int>(room_), MPI_BYTE, round.peer, tag_, comm_,
                         &requests_[1]),
               "MPI_Irecv");
     posted_ = true;
@@ -67,7 +68,7 @@ void RecursiveDoubling::post(const Round& round) {
 
 bool RecursiveDoubling::same_layout(int received_bytes) const {
     return static_cast<size_t>(received_bytes) == message_.size() &&
-           std::memcmp(received_.data(), message_.data(), header_bytes) == 0;
+           std::memcmp(received_.get(), message_.data(), header_bytes) == 0;
 }
 
 void RecursiveDoubling::absorb(const Round& round, int received_bytes) {
@@ -76,15 +77,15 @@ void RecursiveDoubling::absorb(const Round& round, int received_bytes) {
         return;
     }
     if (round.replace) {
-        std::memcpy(message_.data(), received_.data(), message_.size());
+        std::memcpy(message_.data(), received_.get(), message_.size());
         return;
     }
-    const auto* theirs = reinterpret_cast<const uint64_t*>(received_.data() + header_bytes);
+    const auto* theirs = reinterpret_cast<const uint64_t*>(received_.get() + header_bytes);
     for (size_t i = 0; i < n_words_; ++i) words()[i] = std::max(words()[i], theirs[i]);
     if (spec_.count == 0) return;
     // The lower rank's operand first on every rank: MPI_Reduce_local(in, inout)
     // makes inout = in (op) inout.
-    std::byte* their_data = received_.data() + (data() - message_.data());
+    std::byte* their_data = received_.get() + (data() - message_.data());
     if (round.peer < rank_) {
         check(MPI_Reduce_local(their_data, data(), spec_.count, spec_.type, spec_.op), "MPI_Reduce_local");
     } else {

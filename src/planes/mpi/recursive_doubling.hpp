@@ -18,12 +18,19 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "util/pending.hpp"
 
 namespace ddp {
+
+/// The most data bytes libddp's MPI allreduces send by recursive doubling:
+/// the mpi plane's small buffers, and agreement's carried allreduce over the
+/// MPI channel (one round for both instead of a round each). Above it the
+/// plane's MPI_Iallreduce is faster; the two cross near 32 KiB.
+constexpr int64_t recursive_doubling_max_bytes = 16384;
 
 /// The data part of a message: `count` elements of `type` combined with `op`.
 struct MessageData {
@@ -71,7 +78,11 @@ private:
     std::vector<Round> rounds_;
     size_t next_ = 0;       // the round in flight (or next to post)
     bool posted_ = false;
-    std::vector<std::byte> message_, received_;
+    std::vector<std::byte> message_;
+    // Room for the longest message a peer may send, left unzeroed: MPI
+    // writes it, and agreement's room is 16 KiB on every call.
+    size_t room_ = 0;
+    std::unique_ptr<std::byte[]> received_;
     MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};  // send, receive
 };
 
