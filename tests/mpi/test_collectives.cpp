@@ -673,6 +673,18 @@ TEST_F(Mismatch, Size) {
                     "tensor 1 is f32[5]");
 }
 
+// One rank's list small enough to ride in agreement's messages, the other's
+// just past it (the shm route's 4 KiB edge, the MPI channel's 16 KiB one):
+// their messages differ in layout, which reads as a mismatch, not a sum.
+TEST_F(Mismatch, CarriedBesideNotCarried) {
+    for (int64_t edge : {1024, 4096}) {
+        started = std::chrono::steady_clock::now();
+        TensorList list(DDP_DTYPE_F32, {rank == odd ? edge + 1 : edge});
+        expect_mismatch(ddp_allreduce_tensor_list(world, list.tensors.data(), 1, DDP_OP_SUM, nullptr),
+                        "tensor 0 is f32[" + std::to_string(edge) + "]");
+    }
+}
+
 TEST_F(Mismatch, Op) {
     TensorList list(DDP_DTYPE_F32, {4});
     expect_mismatch(ddp_allreduce_tensor_list(world, list.tensors.data(), 1, rank == odd ? DDP_OP_MAX : DDP_OP_SUM,
