@@ -188,13 +188,15 @@ TEST(Allreduce, EveryDtypeAndOpAgainstASerialReference) {
 }
 
 // Small lists travel inside agreement (through shared memory up to 4 KiB,
-// over the MPI channel up to 16 KiB: 1024 and 4096 f32 are the edges, 1025
-// and 4097 past them) and small buffers go by recursive doubling (up to
+// over the MPI channel up to 16 KiB: each edge, and one element past it, in
+// every dtype's width) and small buffers go by recursive doubling (up to
 // 16 KiB): every dtype and op, on any number of ranks, with the same bits on
 // every rank.
 TEST(Allreduce, SmallListsEveryDtypeAndOpBitwiseEqualOnEveryRank) {
-    const std::vector<std::vector<int64_t>> shapes = {{1}, {3, 1, 17}, {512}, {1024}, {1025}, {4096}, {4097}};
     for (ddp_dtype dtype : all_dtypes) {
+        const auto edge = [dtype](int64_t bytes) { return bytes / static_cast<int64_t>(width(dtype)); };
+        const std::vector<std::vector<int64_t>> shapes = {
+            {1}, {3, 1, 17}, {512}, {edge(4096)}, {edge(4096) + 1}, {edge(16384)}, {edge(16384) + 1}};
         for (ddp_op op : all_ops) {
             if (op == DDP_OP_AVG && !floating(dtype)) continue;
             for (const std::vector<int64_t>& counts : shapes) {

@@ -210,6 +210,29 @@ TEST(Shm, TheTimelineNamesThePlaneThatRan) {
     }
 }
 
+// Over the MPI channel agreement's round carries allreduces of up to 16 KiB
+// (the shm plane's route: 4 KiB); one element more takes a round of its own.
+TEST(Shm, TheMpiRouteCarriesSixteenKibibytes) {
+    if (size == 1 || shm_expected()) GTEST_SKIP() << "the MPI channel's route: 2 ranks or more, DDP_SHM=0";
+    const std::string path = "/tmp/ddp_shm_carried_" + std::to_string(::getppid()) + ".%r.json";
+    auto carried_bytes = [&](int64_t count) {
+        EXPECT_EQ(ddp_timeline_start(world, path.c_str()), DDP_OK) << mpi_test::message();
+        std::vector<float> data(static_cast<size_t>(count), 1.0f);
+        ddp_tensor tensor{data.data(), count, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
+        EXPECT_EQ(ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, nullptr), DDP_OK) << mpi_test::message();
+        EXPECT_EQ(data.back(), static_cast<float>(size));
+        const std::string text = stopped_timeline(path).str();
+        const size_t carried = text.find("\"agreement + small allreduce\"");
+        if (carried == std::string::npos) return std::string("none");
+        const std::string event = text.substr(carried, text.find('}', carried) - carried);
+        EXPECT_NE(event.find("\"plane\":\"mpi\""), std::string::npos) << event;
+        const size_t bytes = event.find("\"bytes\":");
+        return bytes == std::string::npos ? std::string("no bytes") : event.substr(bytes + 8, 5);
+    };
+    EXPECT_EQ(carried_bytes(4096), "16384");
+    EXPECT_EQ(carried_bytes(4097), "none");
+}
+
 // alltoall is written over the planes' exchange; from 1 MiB a step's
 // sends and receives go through the segment wherever the plane is on.
 TEST(Shm, AnAlltoallOfAMebibyteExchangesThroughTheSegment) {
