@@ -157,6 +157,13 @@ bool segment_name_left() {
     return found;
 }
 
+/// The first event named `name` in a timeline's text, up to its closing
+/// brace; empty when there is none.
+std::string first_event(const std::string& text, const std::string& name) {
+    const size_t at = text.find("\"" + name + "\"");
+    return at == std::string::npos ? std::string() : text.substr(at, text.find('}', at) - at);
+}
+
 /// This rank's timeline, started at `path` (with %r), once stopped; its file removed.
 std::stringstream stopped_timeline(const std::string& path) {
     EXPECT_EQ(ddp_timeline_stop(world), DDP_OK) << mpi_test::message();
@@ -202,9 +209,8 @@ TEST(Shm, TheTimelineNamesThePlaneThatRan) {
         EXPECT_NE(text.str().find("\"plane\":\"mpi\""), std::string::npos);
     }
     if (size > 1) {
-        const size_t carried = text.str().find("\"agreement + small allreduce\"");
-        ASSERT_NE(carried, std::string::npos) << "timeline: " << text.str().substr(0, 2000);
-        const std::string event = text.str().substr(carried, text.str().find('}', carried) - carried);
+        const std::string event = first_event(text.str(), "agreement + small allreduce");
+        ASSERT_FALSE(event.empty()) << "timeline: " << text.str().substr(0, 2000);
         EXPECT_NE(event.find(shm_expected() ? "\"plane\":\"shm\"" : "\"plane\":\"mpi\""), std::string::npos)
             << event;
     }
@@ -221,10 +227,8 @@ TEST(Shm, TheMpiRouteCarriesSixteenKibibytes) {
         ddp_tensor tensor{data.data(), count, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
         EXPECT_EQ(ddp_allreduce_tensor_list(world, &tensor, 1, DDP_OP_SUM, nullptr), DDP_OK) << mpi_test::message();
         EXPECT_EQ(data.back(), static_cast<float>(size));
-        const std::string text = stopped_timeline(path).str();
-        const size_t carried = text.find("\"agreement + small allreduce\"");
-        if (carried == std::string::npos) return std::string("none");
-        const std::string event = text.substr(carried, text.find('}', carried) - carried);
+        const std::string event = first_event(stopped_timeline(path).str(), "agreement + small allreduce");
+        if (event.empty()) return std::string("none");
         EXPECT_NE(event.find("\"plane\":\"mpi\""), std::string::npos) << event;
         const size_t bytes = event.find("\"bytes\":");
         return bytes == std::string::npos ? std::string("no bytes") : event.substr(bytes + 8, 5);
@@ -251,9 +255,8 @@ TEST(Shm, AnAlltoallOfAMebibyteExchangesThroughTheSegment) {
                 << "from rank " << from << ", element " << i;
     const std::stringstream text = stopped_timeline(path);
     if (size == 1) return;
-    const size_t transfer = text.str().find("\"transfer\"");
-    ASSERT_NE(transfer, std::string::npos) << "timeline: " << text.str().substr(0, 2000);
-    const std::string event = text.str().substr(transfer, text.str().find('}', transfer) - transfer);
+    const std::string event = first_event(text.str(), "transfer");
+    ASSERT_FALSE(event.empty()) << "timeline: " << text.str().substr(0, 2000);
     EXPECT_NE(event.find(shm_expected() ? "\"plane\":\"shm\"" : "\"plane\":\"mpi\""), std::string::npos) << event;
 }
 
