@@ -281,9 +281,10 @@ void bench_list(FILE* csv, const std::string& label, const GradientList& g, int 
         ddp_reducer_wait(reducer);
     });
     strategies.emplace_back("memcpy (floor)", [&] { std::memcpy(copy.data(), flat.data(), flat.size() * sizeof(float)); });
-    // libddp chooses the list's bucket size over its first calls (a few per
-    // candidate size, docs/buckets.md): a training loop's later steps are timed.
-    for (int call = 0; call < 16; ++call) strategies[0].second();
+    // libddp chooses the list's bucket size over its first calls (at most 5
+    // candidate sizes, each in 4 calls in a row, docs/buckets.md): a training
+    // loop's later steps are timed.
+    for (int call = 0; call < 22; ++call) strategies[0].second();
     const std::vector<Stats> stats = interleave(strategies, runs);
     for (size_t k = 0; k < strategies.size(); ++k)
         print_row(csv, label, g.name, strategies[k].first, stats[k], stats[0].median);

@@ -49,11 +49,13 @@ std::string size_text(int64_t bytes) {
 // fast in one call of three and a time slice slower in the others (2,500 x
 // 256 floats in 4 MiB, one busy loop: 1.0 ms at best, 4.6 ms in the median,
 // against 0.9 and 0.9 ms in 256 KiB buckets), while one slow call of three
-// is the machine's noise.
+// is the machine's noise. The warm-up call is left out: a candidate's first
+// call grows the fusion buffer and finds the caches holding another plan's
+// buffers.
 uint64_t BucketTuning::median_us(const Candidate& candidate) {
-    std::vector<uint64_t> sorted = candidate.durations_us;
-    std::sort(sorted.begin(), sorted.end());
-    return sorted[sorted.size() / 2];
+    std::vector<uint64_t> timed(candidate.durations_us.begin() + 1, candidate.durations_us.end());
+    std::sort(timed.begin(), timed.end());
+    return timed[timed.size() / 2];
 }
 
 BucketTuning::BucketTuning(std::span<const ddp_tensor> tensors) {
@@ -66,15 +68,17 @@ BucketTuning::BucketTuning(std::span<const ddp_tensor> tensors) {
     if (candidates_.size() == 1) chosen_ = 0;
 }
 
-size_t BucketTuning::next() const { return decided() ? chosen_ : started_ % candidates_.size(); }
-
+// Each candidate in calls in a row, not the candidates in turn: taken in
+// turn, a candidate's second call was still slow from the switch (DDP_SHM=0,
+// 2,500 x 256 floats: 4 MiB buckets 1,053 us, then 570 us from the third
+// call on), so the tuner kept 256 KiB buckets where 4 MiB took 0.72-0.78x
+// their time (bench/results/cpu-2026-11-29b).
 bool BucketTuning::record(size_t index, uint64_t agreed_us) {
-    if (decided() || agreed_us == 0) return false;
-    candidates_[index].durations_us.push_back(agreed_us);
-    const bool enough = std::all_of(candidates_.begin(), candidates_.end(), [](const Candidate& candidate) {
-        return candidate.durations_us.size() >= samples;
-    });
-    if (!enough) return false;
+    if (decided() || agreed_us == 0 || index != trying_) return false;
+    std::vector<uint64_t>& durations = candidates_[index].durations_us;
+    durations.push_back(agreed_us);
+    if (durations.size() < samples + 1) return false;
+    if (++trying_ < candidates_.size()) return false;
     uint64_t best = std::numeric_limits<uint64_t>::max();
     for (size_t i = 0; i < candidates_.size(); ++i)
         if (const uint64_t typical = median_us(candidates_[i]); typical < best) {
@@ -90,7 +94,7 @@ std::string BucketTuning::summary() const {
     for (size_t i = 0; i < candidates_.size(); ++i) {
         if (!text.empty()) text += ", ";
         text += size_text(candidates_[i].policy.bucket_bytes) + ": ";
-        text += candidates_[i].durations_us.empty() ? std::string("not timed")
+        text += candidates_[i].durations_us.size() <= 1 ? std::string("not timed")
                                                     : std::to_string(median_us(candidates_[i])) + " us";
         if (i == chosen_) text += " (chosen)";
     }

@@ -1,11 +1,10 @@
 // The bucket size of a tensor list, chosen by measurement: the first calls
-// of a list (one plan-cache entry) try a few candidate bucket sizes in turn,
-// each a few times, and the fastest is kept for that list. Every rank makes
-// the same choice with no message of its own: a call's duration rides in the
-// next call's agreement (control/carried_duration.hpp) as the max over
-// ranks and reaches the tuner at the next tuned call, before it chooses; the
-// tuner only ever looks at such agreed values and at how many calls it
-// started, which every rank counts alike.
+// of a list (one plan-cache entry) try a few candidate bucket sizes, each
+// in a few calls in a row, and the fastest is kept for that list. Every rank
+// makes the same choice with no message of its own: a call's duration rides
+// in the next call's agreement (control/carried_duration.hpp) as the max
+// over ranks and reaches the tuner at the next tuned call, before it
+// chooses; the tuner only ever looks at such agreed values.
 #pragma once
 
 #include <cstddef>
@@ -27,10 +26,8 @@ public:
 
     /// Whether the choice is made (at once when the candidates all plan alike).
     bool decided() const { return chosen_ < candidates_.size(); }
-    /// The candidate the next call runs: the chosen one, or the next to try.
-    size_t next() const;
-    /// Counts a call started with next()'s candidate (next() moves on).
-    void started() { ++started_; }
+    /// The candidate the next call runs: the chosen one, or the one being tried.
+    size_t next() const { return decided() ? chosen_ : trying_; }
     /// An agreed duration of a call run with candidate `index` (0: none
     /// measured it, not counted). Returns true when this made the choice.
     bool record(size_t index, uint64_t agreed_us);
@@ -43,19 +40,20 @@ public:
     /// "1 MiB: 812 us, 4 MiB: 700 us (chosen)" (medians), for the log.
     std::string summary() const;
 
-    /// Calls each candidate is timed before choosing (the median of them counts).
+    /// Calls each candidate is timed before choosing (the median of them
+    /// counts), after one more call that warms it up and is not counted.
     static constexpr int samples = 3;
 
 private:
     struct Candidate {
         FusionPolicy policy;
         FusionPlan plan;
-        std::vector<uint64_t> durations_us;  // agreed durations recorded
+        std::vector<uint64_t> durations_us;  // agreed durations recorded, the warm-up's first
     };
     static uint64_t median_us(const Candidate& candidate);
 
     std::vector<Candidate> candidates_;
-    size_t started_ = 0;
+    size_t trying_ = 0;
     size_t chosen_ = SIZE_MAX;
     bool announced_ = false;
 };

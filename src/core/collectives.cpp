@@ -55,7 +55,6 @@ void run_tuned(Communicator& comm, CallContext& context, const CollectiveCall& c
         }
         return rules_for(call.kind).host(comm, context, call, tuning->plan(candidate));
     }
-    tuning->started();
     trace::instant(timeline, "bucket size tried", trace::Row::work, context.sequence, tuning->bucket_bytes(candidate),
                    "bucket_bytes");
     timed = {tuning, candidate};

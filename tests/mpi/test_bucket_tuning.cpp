@@ -163,14 +163,18 @@ void expect_the_same_choice_on_every_rank() {
     EXPECT_TRUE(same_on_every_rank(chosen)) << "rank " << rank << " chose " << chosen;
 }
 
+// Calls that decide any list: at most 5 candidates, each timed in a warm-up
+// call and 3 more in a row, and one call to hand the last duration over.
+constexpr int calls_to_decide = 5 * (1 + 3) + 1;
+
 }  // namespace
 
-// Enough calls for every candidate to be timed (3 candidates x 3 samples)
-// and then some with the choice, exact throughout; SUM with integers, AVG
-// without (AVG of integers rounds).
+// Enough calls for every candidate to be timed and then some with the
+// choice, exact throughout; SUM with integers, AVG without (AVG of integers
+// rounds).
 TEST(BucketTuning, ResultsStayExactWhileExploringAndAfter) {
     MixedList sum_list(true), avg_list(false);
-    for (int round = 0; round < 4; ++round) {
+    for (int round = 0; round < calls_to_decide / 4 + 1; ++round) {
         run_calls(sum_list, DDP_OP_SUM, 4, false);
         run_calls(avg_list, DDP_OP_AVG, 4, false);
     }
@@ -186,7 +190,7 @@ TEST(BucketTuning, EveryRankChoosesTheSameSizeWhenOneRankIsLate) {
     // A list of its own (one more tensor), so that tuning starts afresh.
     std::vector<float> extra(17, 0.0f);
     list.tensors.push_back({extra.data(), 17, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
-    run_calls(list, DDP_OP_SUM, 16, true);
+    run_calls(list, DDP_OP_SUM, calls_to_decide, true);
     if (size == 1) return;
     expect_the_same_choice_on_every_rank();
 }
@@ -207,7 +211,7 @@ TEST(BucketTuning, UntunedCallsBetweenTunedOnesLeaveTheChoiceAlike) {
     ddp_collective_options own_size;
     ddp_collective_options_init(&own_size, sizeof own_size);
     own_size.fusion_bytes = 1 << 20;
-    for (int call = 0; call < 14; ++call) {
+    for (int call = 0; call < calls_to_decide; ++call) {
         run_calls(list, DDP_OP_SUM, 1, true);
         ASSERT_EQ(ddp_barrier(world, nullptr), DDP_OK) << message();
         ASSERT_EQ(ddp_broadcast_tensor_list(world, &shared_tensor, 1, 0, &own_size), DDP_OK) << message();

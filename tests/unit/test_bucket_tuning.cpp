@@ -14,15 +14,16 @@ ddp_tensor tensor(int64_t count) {
     return ddp_tensor{&storage, count, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
 }
 
-// Records `samples` calls of durations `us[i]` for candidate i, as calls in turn.
-bool explore(ddp::BucketTuning& tuning, const std::vector<uint64_t>& us) {
+// Records, for each candidate i in a row, a warm-up call of `warm_up_us`
+// and `samples` calls of durations `us[i]` (plus the call's index).
+bool explore(ddp::BucketTuning& tuning, const std::vector<uint64_t>& us, uint64_t warm_up_us = 5000) {
     bool made = false;
-    for (int round = 0; round < ddp::BucketTuning::samples; ++round)
-        for (size_t i = 0; i < us.size(); ++i) {
+    for (size_t i = 0; i < us.size(); ++i)
+        for (int call = 0; call <= ddp::BucketTuning::samples; ++call) {
             const size_t candidate = tuning.next();
-            EXPECT_EQ(candidate, i);
-            tuning.started();
-            made = tuning.record(candidate, us[i] + static_cast<uint64_t>(round)) || made;
+            EXPECT_EQ(candidate, i) << "call " << call;
+            EXPECT_FALSE(made) << "decided before every candidate was timed";
+            made = tuning.record(candidate, call == 0 ? warm_up_us : us[i] + static_cast<uint64_t>(call));
         }
     return made;
 }
@@ -52,11 +53,37 @@ TEST(BucketTuning, TheFastestCandidateIsKept) {
 TEST(BucketTuning, UnmeasuredCallsAreNotCounted) {
     const std::vector<ddp_tensor> list(2500, tensor(256));
     ddp::BucketTuning tuning(list);
-    for (int call = 0; call < 10; ++call) {
-        tuning.started();
-        EXPECT_FALSE(tuning.record(tuning.next(), 0));
-    }
+    for (int call = 0; call < 10; ++call) EXPECT_FALSE(tuning.record(tuning.next(), 0));
     EXPECT_FALSE(tuning.decided());
+    EXPECT_EQ(tuning.next(), 0u);  // still trying the first candidate
+    EXPECT_TRUE(explore(tuning, {800, 900, 700}));
+}
+
+// A candidate's first call (a larger fusion buffer to grow, caches holding
+// the last candidate's buffers) is not its cost: only the calls after it count.
+TEST(BucketTuning, TheWarmUpCallIsNotCounted) {
+    const std::vector<ddp_tensor> list(2500, tensor(256));
+    ddp::BucketTuning tuning(list);
+    bool made = false;
+    const std::vector<std::vector<uint64_t>> calls = {{700, 710, 720, 730}, {600, 610, 620, 630}, {9000, 500, 510, 520}};
+    for (size_t i = 0; i < calls.size(); ++i)
+        for (uint64_t us : calls[i]) {
+            ASSERT_EQ(tuning.next(), i);
+            made = tuning.record(i, us);
+        }
+    ASSERT_TRUE(made);
+    EXPECT_EQ(tuning.next(), 2u) << tuning.summary();
+}
+
+// A duration of a call run with another candidate than the one being tried
+// (impossible while calls come in order) changes nothing.
+TEST(BucketTuning, ADurationOfAnotherCandidateIsNotCounted) {
+    const std::vector<ddp_tensor> list(2500, tensor(256));
+    ddp::BucketTuning tuning(list);
+    for (int call = 0; call < 10; ++call) EXPECT_FALSE(tuning.record(1, 100));
+    EXPECT_EQ(tuning.next(), 0u);
+    EXPECT_TRUE(explore(tuning, {800, 900, 700}));
+    EXPECT_EQ(tuning.next(), 2u);
 }
 
 // A candidate fast once and slow twice (big buckets beside other work) loses
@@ -64,13 +91,13 @@ TEST(BucketTuning, UnmeasuredCallsAreNotCounted) {
 TEST(BucketTuning, TheMedianCallCountsNotTheFastest) {
     const std::vector<ddp_tensor> list(2500, tensor(256));
     ddp::BucketTuning tuning(list);
-    const std::vector<std::vector<uint64_t>> rounds = {{900, 950, 500}, {900, 950, 4600}, {910, 950, 4500}};
+    // Per candidate in a row: a warm-up call, then three timed ones.
+    const std::vector<std::vector<uint64_t>> calls = {{3000, 900, 900, 910}, {3000, 950, 950, 950}, {3000, 500, 4600, 4500}};
     bool made = false;
-    for (const auto& round : rounds)
-        for (uint64_t us : round) {
-            const size_t candidate = tuning.next();
-            tuning.started();
-            made = tuning.record(candidate, us) || made;
+    for (size_t i = 0; i < calls.size(); ++i)
+        for (uint64_t us : calls[i]) {
+            ASSERT_EQ(tuning.next(), i);
+            made = tuning.record(i, us);
         }
     ASSERT_TRUE(made);
     EXPECT_EQ(tuning.next(), 0u) << tuning.summary();
