@@ -29,10 +29,14 @@ double avg_divisor(Communicator& comm, ddp_op op) {
     return op == DDP_OP_AVG ? static_cast<double>(comm.size()) : 1.0;
 }
 
+HostPlane& allreduce_plane(Communicator& comm, int64_t count, ddp_dtype dtype, ddp_op op) {
+    const int64_t bytes = count * static_cast<int64_t>(element_size(dtype));
+    return comm.planes().host_for(DataOp::allreduce, dtype, plane_op(op), bytes);
+}
+
 std::unique_ptr<Pending> start_allreduce_step(Communicator& comm, void* data, int64_t count, ddp_dtype dtype,
                                               ddp_op op, std::shared_ptr<void> memory, const char** plane_name) {
-    const int64_t bytes = count * static_cast<int64_t>(element_size(dtype));
-    HostPlane& plane = comm.planes().host_for(DataOp::allreduce, dtype, plane_op(op), bytes);
+    HostPlane& plane = allreduce_plane(comm, count, dtype, op);
     if (plane_name != nullptr) *plane_name = plane.name();
     std::unique_ptr<Pending> operation = plane.start_allreduce(data, count, dtype, plane_op(op));
     if (!memory || !operation) return operation;

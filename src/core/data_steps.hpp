@@ -7,6 +7,7 @@
 
 #include "core/collectives.hpp"
 #include "core/fusion_plan.hpp"
+#include "planes/host_plane.hpp"
 
 namespace ddp {
 
@@ -18,13 +19,16 @@ inline ddp_op plane_op(ddp_op op) { return op == DDP_OP_AVG ? DDP_OP_SUM : op; }
 /// What AVG divides the sum by: the communicator's size (1 for other ops).
 double avg_divisor(Communicator& comm, ddp_op op);
 
+/// The plane that allreduces `count` elements of `dtype` with `op`: the
+/// first in the priority list that does.
+HostPlane& allreduce_plane(Communicator& comm, int64_t count, ddp_dtype dtype, ddp_op op);
+
 /// Starts allreducing the `count` elements at `data` in place with `op`
 /// (AVG runs as SUM: divide by avg_divisor once it ends). When given,
 /// `memory` owns the memory `data` lies in and the operation holds it: it
 /// then outlives the operation even when a failure leaves that unfinished
 /// with the plane, which may still write into it. `plane_name`, when
-/// given, is set to the plane that runs it (the first in the priority list
-/// that does).
+/// given, is set to the plane that runs it (allreduce_plane).
 std::unique_ptr<Pending> start_allreduce_step(Communicator& comm, void* data, int64_t count, ddp_dtype dtype,
                                               ddp_op op, std::shared_ptr<void> memory = nullptr,
                                               const char** plane_name = nullptr);

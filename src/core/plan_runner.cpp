@@ -50,10 +50,11 @@ constexpr size_t most_pipelined_bytes = size_t{128} << 20;
 
 }  // namespace
 
-// Runs every plan step, pipelined: step k+1 is packed and started before
-// step k is waited for, so packing overlaps the transfer and two operations
-// are in flight (steps in buckets alternate between two halves of the
-// fusion buffer). Each wait is held to the call's deadline. The buffer is
+// Runs every plan step, pipelined: step k+1 is packed before step k is
+// waited for, so packing overlaps the transfer, and started before it too
+// where the plane runs two operations alongside (HostPlane::
+// overlaps_operations), so that two are in flight (steps in buckets
+// alternate between two halves of the fusion buffer). Each wait is held to the call's deadline. The buffer is
 // taken at the first step that needs a bucket: a plan whose steps all run
 // where their bytes lie (one region of memory) takes none.
 void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, const CollectiveCall& call,
@@ -105,6 +106,7 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
                 describe_step(span, plan, step, index, call);
                 steps.pack(step, current.bucket);
             }
+            if (!plane.overlaps_operations()) finish(previous);
             if (timeline.on()) current.started_ns = trace::now_ns();
             current.pending = steps.start(plane, step, current.place, current.bucket);
         } catch (...) {

@@ -53,6 +53,14 @@ public:
     /// fused step while copying in and scatters while copying out, which
     /// spares the caller its packing and unpacking.
     virtual bool gathers_pieces() const { return false; }
+    /// Whether an operation started while another of this plane's is still
+    /// in flight runs alongside it, so that the plan runner keeps two steps
+    /// in flight: true where operations move on without the caller (the
+    /// plane's own threads, the peers' copying). A plane whose operations
+    /// move only while the caller waits on them gains nothing from a second
+    /// one and may lose (the mpi plane, mpi_plane.cpp): the runner then
+    /// finishes a step before it starts the next on this plane.
+    virtual bool overlaps_operations() const { return false; }
     /// In-place allreduce of `count` elements lying in `pieces`, back to
     /// back as if one buffer. The plane keeps its own copy of the list.
     virtual std::unique_ptr<Pending> start_allreduce_pieces(std::span<const Piece> /*pieces*/, int64_t /*count*/,

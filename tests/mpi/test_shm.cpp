@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "device/cpu/elementwise.hpp"
@@ -162,6 +164,21 @@ bool segment_name_left() {
 std::string first_event(const std::string& text, const std::string& name) {
     const size_t at = text.find("\"" + name + "\"");
     return at == std::string::npos ? std::string() : text.substr(at, text.find('}', at) - at);
+}
+
+/// The start and end (µs) of every complete event named `name` in a
+/// timeline's text, in the order written.
+std::vector<std::pair<double, double>> spans_of(const std::string& text, const std::string& name) {
+    std::vector<std::pair<double, double>> spans;
+    for (size_t at = text.find("\"" + name + "\""); at != std::string::npos;
+         at = text.find("\"" + name + "\"", at + 1)) {
+        const std::string event = text.substr(at, text.find('}', at) - at);
+        const size_t ts = event.find("\"ts\":"), dur = event.find("\"dur\":");
+        if (ts == std::string::npos || dur == std::string::npos) continue;
+        const double start = std::stod(event.substr(ts + 5));
+        spans.emplace_back(start, start + std::stod(event.substr(dur + 6)));
+    }
+    return spans;
 }
 
 /// This rank's timeline, started at `path` (with %r), once stopped; its file removed.
@@ -420,6 +437,38 @@ TEST(Shm, ManyFusedStepsInFlightAndAsyncRequests) {
     for (size_t t = 0; t < tensors.size(); ++t)
         for (size_t i = 0; i < tensors[t].size(); i += 997)
             ASSERT_EQ(tensors[t][i], ranks_sum + static_cast<float>(size) * static_cast<float>(t + i % 5));
+}
+
+// The plan runner keeps two steps in flight only on a plane that runs them
+// alongside (HostPlane::overlaps_operations): the shm plane does; the mpi
+// plane does not, so each of its steps starts after the one before ended.
+TEST(Shm, TwoStepsInFlightOnlyWhereThePlaneRunsThemAlongside) {
+    if (size == 1) GTEST_SKIP() << "no transfer with one rank";
+    const std::string path = "/tmp/ddp_shm_in_flight_" + std::to_string(::getppid()) + ".%r.json";
+    std::vector<std::vector<float>> tensors(16, std::vector<float>(100000, 1.0f));  // 400 KB each: a step each
+    std::vector<ddp_tensor> list;
+    for (auto& tensor : tensors)
+        list.push_back({tensor.data(), static_cast<int64_t>(tensor.size()), DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
+    ddp_collective_options options;
+    ddp_collective_options_init(&options, sizeof options);
+    options.fusion_bytes = 1 << 20;
+    ASSERT_EQ(ddp_timeline_start(world, path.c_str()), DDP_OK) << mpi_test::message();
+    ASSERT_EQ(ddp_allreduce_tensor_list(world, list.data(), static_cast<int64_t>(list.size()), DDP_OP_SUM, &options),
+              DDP_OK)
+        << mpi_test::message();
+    const std::string text = stopped_timeline(path).str();
+    for (const auto& tensor : tensors) ASSERT_EQ(tensor.back(), static_cast<float>(size));
+    std::vector<std::pair<double, double>> transfers = spans_of(text, "transfer");
+    ASSERT_EQ(transfers.size(), tensors.size()) << text.substr(0, 2000);
+    std::sort(transfers.begin(), transfers.end());
+    size_t overlapping = 0;
+    for (size_t i = 1; i < transfers.size(); ++i)
+        if (transfers[i].first < transfers[i - 1].second) ++overlapping;
+    if (shm_expected()) {
+        EXPECT_EQ(overlapping, transfers.size() - 1) << "each step starts before the one before ends";
+    } else {
+        EXPECT_EQ(overlapping, 0u) << "the mpi plane: one step at a time";
+    }
 }
 
 /// Whether process `pid` is stopped (state T in /proc/PID/stat).

@@ -102,6 +102,8 @@ public:
     const char* name() const override { return node_reduce_.shm ? "hierarchical/shm" : "hierarchical/mpi"; }
 
     std::span<const Capability> capabilities() const override { return hierarchical_capabilities; }
+    /// A step's node stage runs while the step before is between the leaders.
+    bool overlaps_operations() const override { return true; }
 
     /// Reduce onto the node's leader (its local rank 0), allreduce among
     /// the leaders, broadcast from the leader, piece by piece: every rank

@@ -26,6 +26,8 @@ public:
 
     const char* name() const override { return "local"; }
     std::span<const Capability> capabilities() const override;
+    /// The group's other threads carry an operation on while this one starts the next.
+    bool overlaps_operations() const override { return true; }
 
     std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) override;
     std::unique_ptr<Pending> start_reduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op, int root) override;
