@@ -74,17 +74,25 @@ BucketTuning::BucketTuning(std::span<const ddp_tensor> tensors) {
 // call on), so the tuner kept 256 KiB buckets where 4 MiB took 0.72-0.78x
 // their time (bench/results/cpu-2026-11-29b).
 bool BucketTuning::record(size_t index, uint64_t agreed_us) {
-    if (decided() || agreed_us == 0 || index != trying_) return false;
+    if (decided() || index != trying_) return false;
+    if (agreed_us == 0) return ++unmeasured_ >= unmeasured_limit && next_candidate();
+    unmeasured_ = 0;
     std::vector<uint64_t>& durations = candidates_[index].durations_us;
     durations.push_back(agreed_us);
-    if (durations.size() < samples + 1) return false;
+    return durations.size() == samples + 1 && next_candidate();
+}
+
+bool BucketTuning::next_candidate() {
+    unmeasured_ = 0;
     if (++trying_ < candidates_.size()) return false;
+    chosen_ = 0;  // when none was timed: the first, the smallest buckets
     uint64_t best = std::numeric_limits<uint64_t>::max();
     for (size_t i = 0; i < candidates_.size(); ++i)
-        if (const uint64_t typical = median_us(candidates_[i]); typical < best) {
-            best = typical;
-            chosen_ = i;
-        }
+        if (candidates_[i].durations_us.size() == samples + 1)
+            if (const uint64_t typical = median_us(candidates_[i]); typical < best) {
+                best = typical;
+                chosen_ = i;
+            }
     return true;
 }
 
@@ -94,7 +102,7 @@ std::string BucketTuning::summary() const {
     for (size_t i = 0; i < candidates_.size(); ++i) {
         if (!text.empty()) text += ", ";
         text += size_text(candidates_[i].policy.bucket_bytes) + ": ";
-        text += candidates_[i].durations_us.size() <= 1 ? std::string("not timed")
+        text += candidates_[i].durations_us.size() < samples + 1 ? std::string("not timed")
                                                     : std::to_string(median_us(candidates_[i])) + " us";
         if (i == chosen_) text += " (chosen)";
     }

@@ -29,7 +29,8 @@ public:
     /// The candidate the next call runs: the chosen one, or the one being tried.
     size_t next() const { return decided() ? chosen_ : trying_; }
     /// An agreed duration of a call run with candidate `index` (0: none
-    /// measured it, not counted). Returns true when this made the choice.
+    /// measured it, not counted; after `unmeasured_limit` such calls in a
+    /// row the candidate is left out). Returns true when this made the choice.
     bool record(size_t index, uint64_t agreed_us);
 
     const FusionPlan& plan(size_t index) const { return candidates_[index].plan; }
@@ -43,6 +44,10 @@ public:
     /// Calls each candidate is timed before choosing (the median of them
     /// counts), after one more call that warms it up and is not counted.
     static constexpr int samples = 3;
+    /// Calls in a row with no duration (each failed alike on every rank)
+    /// after which the candidate being tried is left out, so that a list
+    /// whose calls with it fail does not try it for ever.
+    static constexpr int unmeasured_limit = 2 * (samples + 1);
 
 private:
     struct Candidate {
@@ -51,9 +56,12 @@ private:
         std::vector<uint64_t> durations_us;  // agreed durations recorded, the warm-up's first
     };
     static uint64_t median_us(const Candidate& candidate);
+    /// Moves on from the candidate being tried; after the last, chooses.
+    bool next_candidate();
 
     std::vector<Candidate> candidates_;
     size_t trying_ = 0;
+    int unmeasured_ = 0;  // calls in a row of the candidate being tried with no duration
     size_t chosen_ = SIZE_MAX;
     bool announced_ = false;
 };

@@ -52,9 +52,9 @@ constexpr size_t most_pipelined_bytes = size_t{128} << 20;
 
 // Runs every plan step, pipelined: step k+1 is packed before step k is
 // waited for, so packing overlaps the transfer, and started before it too
-// where the plane runs two operations alongside (HostPlane::
-// overlaps_operations), so that two are in flight (steps in buckets
-// alternate between two halves of the fusion buffer). Each wait is held to
+// unless both are on one plane that does not run two operations alongside
+// (HostPlane::overlaps_operations), so that two are in flight (steps in
+// buckets alternate between two halves of the fusion buffer). Each wait is held to
 // the call's deadline. The buffer is taken at the first step that needs a
 // bucket: a plan whose steps all run where their bytes lie (one region of
 // memory) takes none.
@@ -70,7 +70,7 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
         Place place = Place::caller;
         std::byte* bucket = nullptr;  // for Place::bucket
         std::unique_ptr<Pending> pending;
-        const char* plane = nullptr;  // the plane it runs on
+        const HostPlane* plane = nullptr;  // the plane it runs on
         int64_t started_ns = 0;       // for the timeline
     };
     // Once per step: a wait that throws leaves the step finished (abandoned).
@@ -78,7 +78,7 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
         const PlanStep* step = std::exchange(flight.step, nullptr);
         if (step == nullptr) return;
         comm.control().wait(context, std::move(flight.pending), WaitStyle::for_data);
-        record_transfer(timeline, context, plan, flight.index, call, flight.started_ns, flight.plane);
+        record_transfer(timeline, context, plan, flight.index, call, flight.started_ns, flight.plane->name());
         if (const char* after = steps.after(flight.place)) {
             trace::Span span(timeline, after, trace::Row::work, context.sequence);
             describe_step(span, plan, *step, flight.index, call);
@@ -94,7 +94,7 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
         current.index = index;
         try {
             HostPlane& plane = comm.planes().host_for(steps.op(), step.dtype, steps.reduction(), step_bytes(step));
-            current.plane = plane.name();
+            current.plane = &plane;
             current.place = steps.place(step, plane);
             if (current.place == Place::bucket) {
                 if (buffers == nullptr) buffers = comm.memory().fusion_buffer(buckets * half).data();
@@ -107,7 +107,7 @@ void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, 
                 describe_step(span, plan, step, index, call);
                 steps.pack(step, current.bucket);
             }
-            if (!plane.overlaps_operations()) finish(previous);
+            if (previous.plane == &plane && !plane.overlaps_operations()) finish(previous);
             if (timeline.on()) current.started_ns = trace::now_ns();
             current.pending = steps.start(plane, step, current.place, current.bucket);
         } catch (...) {

@@ -78,8 +78,8 @@ private:
     void start_buckets(bool all);
     /// Whether this step's marks are all in (every bucket complete).
     bool every_gradient_marked() const;
-    /// How many started buckets have not finished.
-    size_t in_flight() const;
+    /// How many started buckets have not finished (those on `plane`, when named).
+    size_t in_flight(std::string_view plane = {}) const;
     /// Tests the reductions in flight, so that they progress between marks
     /// (when no background thread drives them).
     void progress();

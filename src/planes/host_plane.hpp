@@ -58,8 +58,9 @@ public:
     /// in flight: true where operations move on without the caller (the
     /// plane's own threads, the peers' copying). A plane whose operations
     /// move only while the caller waits on them gains nothing from a second
-    /// one and may lose (the mpi plane, mpi_plane.cpp): the runner then
-    /// finishes a step before it starts the next on this plane.
+    /// one and may lose (the mpi plane, mpi_plane.cpp): the plan runner and
+    /// the reducer then finish one of its operations before they start the
+    /// next on it (one on another plane may still be in flight).
     virtual bool overlaps_operations() const { return false; }
     /// In-place allreduce of `count` elements lying in `pieces`, back to
     /// back as if one buffer. The plane keeps its own copy of the list.

@@ -5,6 +5,7 @@
 // result, so the same run with DDP_SHM=0 checks both planes against one
 // reference), every op and dtype at sizes around the plane's 1 MiB chunks,
 // NaN, every collective the plane runs, and no name left in /dev/shm.
+#define DDP_EXPERIMENTAL_API  // the reducer
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
@@ -468,6 +469,44 @@ TEST(Shm, TwoStepsInFlightOnlyWhereThePlaneRunsThemAlongside) {
         EXPECT_EQ(overlapping, transfers.size() - 1) << "each step starts before the one before ends";
     } else {
         EXPECT_EQ(overlapping, 0u) << "the mpi plane: one step at a time";
+    }
+}
+
+// The reducer keeps up to four buckets in flight, one on the mpi plane: with
+// DDP_SHM=0 no bucket starts before the one before it ended.
+TEST(Shm, TheReducerKeepsOneMpiPlaneBucketInFlight) {
+    if (size == 1) GTEST_SKIP() << "no transfer with one rank";
+    const std::string path = "/tmp/ddp_shm_reducer_" + std::to_string(::getppid()) + ".%r.json";
+    std::vector<ddp_tensor> gradients(16, ddp_tensor{nullptr, 100000, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0});
+    ddp_collective_options options;
+    ddp_collective_options_init(&options, sizeof options);
+    options.fusion_bytes = 1 << 20;  // 8 buckets of two gradients
+    ddp_reducer* reducer = nullptr;
+    ASSERT_EQ(ddp_reducer_create(world, gradients.data(), static_cast<int64_t>(gradients.size()), DDP_OP_SUM,
+                                 &options, &reducer),
+              DDP_OK)
+        << mpi_test::message();
+    ASSERT_EQ(ddp_timeline_start(world, path.c_str()), DDP_OK) << mpi_test::message();
+    for (int64_t i = static_cast<int64_t>(gradients.size()); i-- > 0;) {
+        ddp_tensor storage{};
+        ASSERT_EQ(ddp_reducer_gradient(reducer, i, &storage), DDP_OK) << mpi_test::message();
+        std::fill_n(static_cast<float*>(storage.data), storage.count, 1.0f);
+        ASSERT_EQ(ddp_reducer_mark_ready(reducer, i), DDP_OK) << mpi_test::message();
+    }
+    ASSERT_EQ(ddp_reducer_wait(reducer), DDP_OK) << mpi_test::message();
+    const std::string text = stopped_timeline(path).str();
+    ddp_tensor last{};
+    ASSERT_EQ(ddp_reducer_gradient(reducer, 0, &last), DDP_OK) << mpi_test::message();
+    EXPECT_EQ(static_cast<float*>(last.data)[99999], static_cast<float>(size));
+    ddp_reducer_free(reducer);
+    std::vector<std::pair<double, double>> buckets = spans_of(text, "bucket");
+    ASSERT_EQ(buckets.size(), 8u) << text.substr(0, 2000);
+    std::sort(buckets.begin(), buckets.end());
+    size_t overlapping = 0;
+    for (size_t i = 1; i < buckets.size(); ++i)
+        if (buckets[i].first < buckets[i - 1].second) ++overlapping;
+    if (!shm_expected()) {
+        EXPECT_EQ(overlapping, 0u) << "the mpi plane: one bucket at a time";
     }
 }
 

@@ -90,9 +90,6 @@ std::vector<std::string> exchange_on(std::vector<Exchange> exchanges, ddp_status
     return errors;
 }
 
-const std::byte* bytes(const std::vector<int32_t>& v, size_t at = 0) {
-    return reinterpret_cast<const std::byte*>(v.data() + at);
-}
 std::byte* bytes(std::vector<int32_t>& v, size_t at = 0) { return reinterpret_cast<std::byte*>(v.data() + at); }
 
 // Sends and receives as each rank lists them, of other sizes per pair, a

@@ -102,7 +102,9 @@ public:
     const char* name() const override { return node_reduce_.shm ? "hierarchical/shm" : "hierarchical/mpi"; }
 
     std::span<const Capability> capabilities() const override { return hierarchical_capabilities; }
-    /// A step's node stage runs while the step before is between the leaders.
+    /// Two steps in flight, as before the mpi plane went one at a time: its
+    /// node stages through shared memory move on their own; one at a time
+    /// has not been measured here (that needs the simulated nodes).
     bool overlaps_operations() const override { return true; }
 
     /// Reduce onto the node's leader (its local rank 0), allreduce among
