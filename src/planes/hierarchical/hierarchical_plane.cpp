@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "planes/shm/shm_plane.hpp"
@@ -28,13 +29,18 @@ constexpr size_t window = 4;
 /// Pieces that each go through the same stages in order, several pieces
 /// at a time. Stage s of a piece starts only once stage s of the piece
 /// before it has started, so every communicator (one per stage) sees its
-/// operations in piece order on every rank, as MPI requires; all driven by
-/// the caller's test(), so the call's deadline covers every piece.
+/// operations in piece order on every rank, as MPI requires, and once it
+/// has ended where the stage's plane runs one operation at a time
+/// (HostPlane::overlaps_operations); all driven by the caller's test(), so
+/// the call's deadline covers every piece.
 class Pipeline final : public Pending {
 public:
-    using Stage = std::function<std::unique_ptr<Pending>(size_t piece)>;
+    struct Stage {
+        std::function<std::unique_ptr<Pending>(size_t piece)> start;
+        bool alongside;  ///< the stage of several pieces may be in flight at once
+    };
     Pipeline(std::vector<Stage> stages, size_t pieces)
-        : stages_(std::move(stages)), pieces_(pieces), started_(stages_.size(), 0) {}
+        : stages_(std::move(stages)), pieces_(pieces), started_(stages_.size(), 0), ended_(stages_.size(), 0) {}
 
     bool test() override {
         for (size_t piece = first_; piece < std::min(pieces_, first_ + window); ++piece) {
@@ -42,9 +48,13 @@ public:
             while (true) {
                 if (p.current && !p.current->test()) break;
                 p.current.reset();
+                if (std::exchange(p.running, false)) ++ended_[p.next_stage - 1];
                 if (p.next_stage == stages_.size()) break;
+                const Stage& stage = stages_[p.next_stage];
                 if (started_[p.next_stage] != piece) break;  // the piece before has not started it yet
-                p.current = stages_[p.next_stage](piece);
+                if (!stage.alongside && ended_[p.next_stage] != piece) break;  // nor ended it
+                p.current = stage.start(piece);
+                p.running = true;
                 ++started_[p.next_stage++];
             }
         }
@@ -59,6 +69,7 @@ private:
     struct Progress {
         size_t next_stage = 0;
         std::unique_ptr<Pending> current;
+        bool running = false;  ///< stage next_stage - 1 started and its end not yet counted
     };
     /// Piece `piece`'s progress (first_ <= piece < first_ + window).
     Progress& progress(size_t piece) {
@@ -69,6 +80,7 @@ private:
     std::vector<Stage> stages_;
     size_t pieces_;
     std::vector<size_t> started_;  ///< per stage: how many pieces have started it
+    std::vector<size_t> ended_;    ///< per stage: how many pieces have ended it
     std::vector<Progress> in_flight_;  ///< pieces first_, first_ + 1, ...
     size_t first_ = 0;
 };
@@ -120,19 +132,26 @@ public:
             return std::pair<void*, int64_t>(bytes + first * element, std::min(per_piece, count - first));
         };
         std::vector<Pipeline::Stage> stages;
-        stages.emplace_back([&node = node_reduce_.plane(), piece, dtype, op](size_t k) {
-            const auto [at, n] = piece(k);
-            return node.start_reduce(at, n, dtype, op, 0);
-        });
-        if (leaders_)
-            stages.emplace_back([&leaders = *leaders_->host_planes().front(), piece, dtype, op](size_t k) {
-                const auto [at, n] = piece(k);
-                return leaders.start_allreduce(at, n, dtype, op);
-            });
-        stages.emplace_back([&node = node_broadcast_.plane(), piece, element](size_t k) {
-            const auto [at, n] = piece(k);
-            return node.start_broadcast(at, n * element, 0);
-        });
+        HostPlane& reduce = node_reduce_.plane();
+        stages.push_back({[&reduce, piece, dtype, op](size_t k) {
+                              const auto [at, n] = piece(k);
+                              return reduce.start_reduce(at, n, dtype, op, 0);
+                          },
+                          reduce.overlaps_operations()});
+        if (leaders_) {
+            HostPlane& leaders = *leaders_->host_planes().front();
+            stages.push_back({[&leaders, piece, dtype, op](size_t k) {
+                                  const auto [at, n] = piece(k);
+                                  return leaders.start_allreduce(at, n, dtype, op);
+                              },
+                              leaders.overlaps_operations()});
+        }
+        HostPlane& broadcast = node_broadcast_.plane();
+        stages.push_back({[&broadcast, piece, element](size_t k) {
+                              const auto [at, n] = piece(k);
+                              return broadcast.start_broadcast(at, n * element, 0);
+                          },
+                          broadcast.overlaps_operations()});
         return std::make_unique<Pipeline>(std::move(stages), static_cast<size_t>((count + per_piece - 1) / per_piece));
     }
 
