@@ -14,18 +14,26 @@ ddp_tensor tensor(int64_t count) {
     return ddp_tensor{&storage, count, DDP_DTYPE_F32, DDP_DEVICE_CPU, 0, 0};
 }
 
-// Records, for each candidate i in a row, a warm-up call of `warm_up_us`
-// and `samples` calls of durations `us[i]` (plus the call's index).
-bool explore(ddp::BucketTuning& tuning, const std::vector<uint64_t>& us, uint64_t warm_up_us = 5000) {
+// Records calls[i] as candidate `first + i`'s calls in a row, checking
+// that each goes to it; whether the last one made the choice.
+bool record_in_a_row(ddp::BucketTuning& tuning, const std::vector<std::vector<uint64_t>>& calls, size_t first = 0) {
     bool made = false;
-    for (size_t i = 0; i < us.size(); ++i)
-        for (int call = 0; call <= ddp::BucketTuning::samples; ++call) {
-            const size_t candidate = tuning.next();
-            EXPECT_EQ(candidate, i) << "call " << call;
+    for (size_t i = 0; i < calls.size(); ++i)
+        for (uint64_t us : calls[i]) {
             EXPECT_FALSE(made) << "decided before every candidate was timed";
-            made = tuning.record(candidate, call == 0 ? warm_up_us : us[i] + static_cast<uint64_t>(call));
+            EXPECT_EQ(tuning.next(), first + i);
+            made = tuning.record(first + i, us);
         }
     return made;
+}
+
+// Records, for each candidate i, a warm-up call of 5000 us and `samples`
+// calls of durations `us[i]` (plus the call's index).
+bool explore(ddp::BucketTuning& tuning, const std::vector<uint64_t>& us) {
+    std::vector<std::vector<uint64_t>> calls(us.size(), std::vector<uint64_t>{5000});
+    for (size_t i = 0; i < us.size(); ++i)
+        for (uint64_t call = 1; call <= ddp::BucketTuning::samples; ++call) calls[i].push_back(us[i] + call);
+    return record_in_a_row(tuning, calls);
 }
 
 TEST(BucketTuning, AListThatEveryCandidatePlansAlikeIsDecidedAtOnce) {
@@ -70,13 +78,7 @@ TEST(BucketTuning, ACandidateNeverMeasuredIsLeftOut) {
         ASSERT_EQ(tuning.next(), 0u) << "call " << call;
         EXPECT_FALSE(tuning.record(0, 0));
     }
-    bool made = false;
-    for (size_t i = 1; i < 3; ++i)
-        for (int call = 0; call <= ddp::BucketTuning::samples; ++call) {
-            ASSERT_EQ(tuning.next(), i);
-            made = tuning.record(i, i == 1 ? 900 : 800);
-        }
-    ASSERT_TRUE(made);
+    ASSERT_TRUE(record_in_a_row(tuning, {{900, 900, 900, 900}, {800, 800, 800, 800}}, 1));
     EXPECT_EQ(tuning.next(), 2u) << tuning.summary();
     EXPECT_NE(tuning.summary().find("256 KiB: not timed"), std::string::npos) << tuning.summary();
 }
@@ -86,15 +88,8 @@ TEST(BucketTuning, ACandidateNeverMeasuredIsLeftOut) {
 TEST(BucketTuning, TheWarmUpCallIsNotCounted) {
     const std::vector<ddp_tensor> list(2500, tensor(256));
     ddp::BucketTuning tuning(list);
-    bool made = false;
     // Counted, the warm-up would make candidate 0's median 700, over candidate 1's 600.
-    const std::vector<std::vector<uint64_t>> calls = {{9000, 500, 500, 700}, {600, 600, 600, 600}, {800, 800, 800, 800}};
-    for (size_t i = 0; i < calls.size(); ++i)
-        for (uint64_t us : calls[i]) {
-            ASSERT_EQ(tuning.next(), i);
-            made = tuning.record(i, us);
-        }
-    ASSERT_TRUE(made);
+    ASSERT_TRUE(record_in_a_row(tuning, {{9000, 500, 500, 700}, {600, 600, 600, 600}, {800, 800, 800, 800}}));
     EXPECT_EQ(tuning.next(), 0u) << tuning.summary();
 }
 
@@ -115,14 +110,7 @@ TEST(BucketTuning, TheMedianCallCountsNotTheFastest) {
     const std::vector<ddp_tensor> list(2500, tensor(256));
     ddp::BucketTuning tuning(list);
     // Per candidate in a row: a warm-up call, then three timed ones.
-    const std::vector<std::vector<uint64_t>> calls = {{3000, 900, 900, 910}, {3000, 950, 950, 950}, {3000, 500, 4600, 4500}};
-    bool made = false;
-    for (size_t i = 0; i < calls.size(); ++i)
-        for (uint64_t us : calls[i]) {
-            ASSERT_EQ(tuning.next(), i);
-            made = tuning.record(i, us);
-        }
-    ASSERT_TRUE(made);
+    ASSERT_TRUE(record_in_a_row(tuning, {{3000, 900, 900, 910}, {3000, 950, 950, 950}, {3000, 500, 4600, 4500}}));
     EXPECT_EQ(tuning.next(), 0u) << tuning.summary();
 }
 
