@@ -26,7 +26,7 @@ public:
     // collective on only inside MPI calls, and each MPI_Iallreduce mallocs
     // a temporary buffer of its size, which with two in flight glibc trims
     // from the heap after every call, so each call faults them in anew.
-    // One step at a time took 0.51-0.97x the time of two in flight (2-4
+    // One step at a time took 0.44-0.97x the time of two in flight (2-4
     // ranks, shared memory and TCP; bench/results/cpu-2026-11-29b).
 
     std::unique_ptr<Pending> start_allreduce(void* data, int64_t count, ddp_dtype dtype, ddp_op op) override {
