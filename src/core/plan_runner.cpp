@@ -54,10 +54,10 @@ constexpr size_t most_pipelined_bytes = size_t{128} << 20;
 // waited for, so packing overlaps the transfer, and started before it too
 // unless both are on one plane that does not run two operations alongside
 // (HostPlane::overlaps_operations), so that two are in flight (steps in
-// buckets alternate between two halves of the fusion buffer). Each wait is held to
-// the call's deadline. The buffer is taken at the first step that needs a
-// bucket: a plan whose steps all run where their bytes lie (one region of
-// memory) takes none.
+// buckets alternate between two halves of the fusion buffer). Each wait is
+// held to the call's deadline. The buffer is taken at the first step that
+// needs a bucket: a plan whose steps all run where their bytes lie (one
+// region of memory) takes none.
 void run_plan(Communicator& comm, CallContext& context, const FusionPlan& plan, const CollectiveCall& call,
               const PlanSteps& steps) {
     trace::Timeline& timeline = comm.trace().timeline;

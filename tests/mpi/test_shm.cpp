@@ -182,6 +182,15 @@ std::vector<std::pair<double, double>> spans_of(const std::string& text, const s
     return spans;
 }
 
+/// How many of `spans` start before the one before them (in start order) ended.
+size_t overlapping(std::vector<std::pair<double, double>> spans) {
+    std::sort(spans.begin(), spans.end());
+    size_t count = 0;
+    for (size_t i = 1; i < spans.size(); ++i)
+        if (spans[i].first < spans[i - 1].second) ++count;
+    return count;
+}
+
 /// This rank's timeline, started at `path` (with %r), once stopped; its file removed.
 std::stringstream stopped_timeline(const std::string& path) {
     EXPECT_EQ(ddp_timeline_stop(world), DDP_OK) << mpi_test::message();
@@ -459,16 +468,12 @@ TEST(Shm, TwoStepsInFlightOnlyWhereThePlaneRunsThemAlongside) {
         << mpi_test::message();
     const std::string text = stopped_timeline(path).str();
     for (const auto& tensor : tensors) ASSERT_EQ(tensor.back(), static_cast<float>(size));
-    std::vector<std::pair<double, double>> transfers = spans_of(text, "transfer");
+    const std::vector<std::pair<double, double>> transfers = spans_of(text, "transfer");
     ASSERT_EQ(transfers.size(), tensors.size()) << text.substr(0, 2000);
-    std::sort(transfers.begin(), transfers.end());
-    size_t overlapping = 0;
-    for (size_t i = 1; i < transfers.size(); ++i)
-        if (transfers[i].first < transfers[i - 1].second) ++overlapping;
     if (shm_expected()) {
-        EXPECT_EQ(overlapping, transfers.size() - 1) << "each step starts before the one before ends";
+        EXPECT_EQ(overlapping(transfers), transfers.size() - 1) << "each step starts before the one before ends";
     } else {
-        EXPECT_EQ(overlapping, 0u) << "the mpi plane: one step at a time";
+        EXPECT_EQ(overlapping(transfers), 0u) << "the mpi plane: one step at a time";
     }
 }
 
@@ -499,14 +504,10 @@ TEST(Shm, TheReducerKeepsOneMpiPlaneBucketInFlight) {
     ASSERT_EQ(ddp_reducer_gradient(reducer, 0, &last), DDP_OK) << mpi_test::message();
     EXPECT_EQ(static_cast<float*>(last.data)[99999], static_cast<float>(size));
     ddp_reducer_free(reducer);
-    std::vector<std::pair<double, double>> buckets = spans_of(text, "bucket");
+    const std::vector<std::pair<double, double>> buckets = spans_of(text, "bucket");
     ASSERT_EQ(buckets.size(), 8u) << text.substr(0, 2000);
-    std::sort(buckets.begin(), buckets.end());
-    size_t overlapping = 0;
-    for (size_t i = 1; i < buckets.size(); ++i)
-        if (buckets[i].first < buckets[i - 1].second) ++overlapping;
     if (!shm_expected()) {
-        EXPECT_EQ(overlapping, 0u) << "the mpi plane: one bucket at a time";
+        EXPECT_EQ(overlapping(buckets), 0u) << "the mpi plane: one bucket at a time";
     }
 }
 
